@@ -1,0 +1,16 @@
+# Sourced by every hack/ script: versions, and where slow-to-build things are cached.
+# The cache lives outside the clone so that a fresh clone on the same machine reuses it.
+BERTH_ROOT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export BERTH_CACHE="${BERTH_CACHE:-/var/cache/berth-dev}"
+export BERTH_OUTPUT="${BERTH_OUTPUT:-$BERTH_ROOT_DIR/_output}"
+
+CRI_TOOLS_VERSION=v1.37.0
+DISTRIBUTION_VERSION=v3.1.2
+# The CNI plugins are pinned by the main go.mod (tool directives).
+CNI_PLUGINS_VERSION="$(cd "$BERTH_ROOT_DIR" && go list -m -f '{{.Version}}' github.com/containernetworking/plugins)"
+
+export BERTH_BINARY="${BERTH_BINARY:-$BERTH_OUTPUT/bin/berth}"
+export BERTH_CNI_BIN_DIR="${BERTH_CNI_BIN_DIR:-$BERTH_CACHE/cni-plugins-$CNI_PLUGINS_VERSION}"
+export BERTH_CRICTL="${BERTH_CRICTL:-$BERTH_CACHE/cri-tools-$CRI_TOOLS_VERSION/crictl}"
+export BERTH_CRITEST="${BERTH_CRITEST:-$BERTH_CACHE/cri-tools-$CRI_TOOLS_VERSION/critest}"
+export BERTH_REGISTRY_BIN="${BERTH_REGISTRY_BIN:-$BERTH_CACHE/registry-$DISTRIBUTION_VERSION/registry}"
