@@ -1,0 +1,175 @@
+// Package store keeps berth's object records (pods, containers, images) as
+// one JSON file per object. Every write is atomic: a crash leaves either the
+// old record or the new one, never a mix, so the daemon can always rebuild
+// its in-memory index from disk at start.
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+const (
+	recordSuffix  = ".json"
+	tempPrefix    = ".tmp-"
+	corruptSuffix = ".corrupt"
+)
+
+// Records is a directory of records of one kind, keyed by object id.
+// It does no locking: callers serialise writes to one id, as they already
+// do for the object itself.
+type Records[T any] struct {
+	dir string
+}
+
+// Corrupt describes a record that could not be decoded at load time. It is
+// renamed aside (never deleted) so that an operator can inspect it.
+type Corrupt struct {
+	ID   string
+	Path string // where the unreadable bytes were moved
+	Err  error
+}
+
+// Open creates dir if needed and returns the record set stored in it.
+func Open[T any](dir string) (*Records[T], error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create record dir %s: %w", dir, err)
+	}
+	return &Records[T]{dir: dir}, nil
+}
+
+// Dir is the directory that holds the records.
+func (r *Records[T]) Dir() string { return r.dir }
+
+func validID(id string) error {
+	if id == "" || strings.ContainsAny(id, "/\x00") || strings.HasPrefix(id, ".") {
+		return fmt.Errorf("invalid record id %q", id)
+	}
+	return nil
+}
+
+func (r *Records[T]) path(id string) string {
+	return filepath.Join(r.dir, id+recordSuffix)
+}
+
+// Put writes the record for id: temp file, fsync, rename over the old
+// record, fsync the directory so the rename itself survives a power cut.
+func (r *Records[T]) Put(id string, v *T) error {
+	if err := validID(id); err != nil {
+		return err
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode record %s: %w", id, err)
+	}
+	tmp, err := os.CreateTemp(r.dir, tempPrefix+id+"-*")
+	if err != nil {
+		return fmt.Errorf("write record %s: %w", id, err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err := tmp.Write(data); err != nil {
+		return fmt.Errorf("write record %s: %w", id, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("sync record %s: %w", id, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("close record %s: %w", id, err)
+	}
+	if err := os.Rename(tmp.Name(), r.path(id)); err != nil {
+		return fmt.Errorf("commit record %s: %w", id, err)
+	}
+	committed = true
+	return syncDir(r.dir)
+}
+
+// Get reads one record. A missing record is reported with os.ErrNotExist.
+func (r *Records[T]) Get(id string) (*T, error) {
+	if err := validID(id); err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(r.path(id))
+	if err != nil {
+		return nil, fmt.Errorf("read record %s: %w", id, err)
+	}
+	v := new(T)
+	if err := json.Unmarshal(data, v); err != nil {
+		return nil, fmt.Errorf("decode record %s: %w", id, err)
+	}
+	return v, nil
+}
+
+// Delete removes the record for id. Deleting a missing record succeeds,
+// because removal paths must be idempotent.
+func (r *Records[T]) Delete(id string) error {
+	if err := validID(id); err != nil {
+		return err
+	}
+	if err := os.Remove(r.path(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("delete record %s: %w", id, err)
+	}
+	return syncDir(r.dir)
+}
+
+// LoadAll reads every record. Temp files left by a write that a crash
+// interrupted are removed: the record they were replacing is still intact.
+// A record that does not decode is moved aside and reported in the second
+// result instead of failing the whole load, so one damaged file cannot keep
+// the daemon from starting.
+func (r *Records[T]) LoadAll() (map[string]*T, []Corrupt, error) {
+	entries, err := os.ReadDir(r.dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list records in %s: %w", r.dir, err)
+	}
+	records := make(map[string]*T, len(entries))
+	var corrupt []Corrupt
+	for _, e := range entries {
+		name := e.Name()
+		switch {
+		case strings.HasPrefix(name, tempPrefix):
+			if err := os.Remove(filepath.Join(r.dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return nil, nil, fmt.Errorf("remove torn record %s: %w", name, err)
+			}
+			continue
+		case e.IsDir() || !strings.HasSuffix(name, recordSuffix):
+			continue
+		}
+		id := strings.TrimSuffix(name, recordSuffix)
+		v, err := r.Get(id)
+		if err == nil {
+			records[id] = v
+			continue
+		}
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		aside := filepath.Join(r.dir, id+corruptSuffix)
+		if rerr := os.Rename(r.path(id), aside); rerr != nil {
+			return nil, nil, fmt.Errorf("move aside corrupt record %s: %w", id, rerr)
+		}
+		corrupt = append(corrupt, Corrupt{ID: id, Path: aside, Err: err})
+	}
+	return records, corrupt, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync dir %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync dir %s: %w", dir, err)
+	}
+	return nil
+}
