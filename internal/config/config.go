@@ -1,0 +1,63 @@
+// Package config defines the berth daemon configuration: a TOML file with
+// snake_case keys, overridden by command-line flags.
+//
+// Everything about a key lives in its struct field: the TOML name, the flag
+// name, the validation and the documentation printed by `berth config
+// default`. Adding a key means adding a field here and its default in
+// Default; loading, flags, validation and the default file follow from the
+// tags:
+//
+//	toml:"name"      key name (required on every field)
+//	flag:"name"      command-line flag, if the key has one
+//	check:"a b"      space-separated checks, see checks in validate.go
+//	doc:"text"       comment printed above the key and used as flag usage
+//	secret:"true"    value is redacted wherever the config is shown
+package config
+
+// DefaultPath is read when --config is not given; unlike an explicit
+// --config, it may be missing.
+const DefaultPath = "/etc/berth/config.toml"
+
+// Cgroup drivers.
+const (
+	CgroupDriverCgroupfs = "cgroupfs"
+	CgroupDriverSystemd  = "systemd"
+)
+
+// Config is the daemon configuration.
+type Config struct {
+	Address        string `toml:"address" flag:"address" check:"required abs" doc:"Unix socket the CRI services are served on (a unix:// prefix is accepted)."`
+	Root           string `toml:"root" flag:"root" check:"required abs" doc:"Persistent state: image content, unpacked layers, image metadata."`
+	State          string `toml:"state" flag:"state" check:"required abs" doc:"Volatile state (should be on tmpfs): pod and container records, network namespace pins, the lock file."`
+	CgroupDriver   string `toml:"cgroup_driver" flag:"cgroup-driver" check:"oneof=cgroupfs|systemd" doc:"Cgroup driver reported to the kubelet and used for pods: cgroupfs or systemd."`
+	LogLevel       string `toml:"log_level" flag:"log-level" check:"oneof=debug|info|warn|error" doc:"Log level: debug, info, warn or error. debug logs every CRI call."`
+	LogFormat      string `toml:"log_format" flag:"log-format" check:"oneof=text|json" doc:"Log format on stderr: text or json."`
+	MetricsAddress string `toml:"metrics_address" flag:"metrics-address" check:"hostport" doc:"host:port to serve Prometheus metrics on at /metrics; empty disables them."`
+	SocketGroup    string `toml:"socket_group" flag:"socket-group" doc:"Group name or numeric gid that owns the socket (mode 0660); empty keeps root."`
+	CNI            CNI    `toml:"cni" doc:"Pod networking with CNI plugins."`
+}
+
+// CNI configures pod networking.
+type CNI struct {
+	ConfDir string   `toml:"conf_dir" flag:"cni-conf-dir" check:"required abs" doc:"Directory holding CNI network configurations (*.conf, *.conflist, *.json)."`
+	BinDirs []string `toml:"bin_dirs" flag:"cni-bin-dir" check:"abs" doc:"Directories searched for CNI plugin binaries, in order."`
+}
+
+// Default returns the built-in configuration, the base that the file and
+// the flags override.
+func Default() *Config {
+	return &Config{
+		Address:        "/run/berth/berth.sock",
+		Root:           "/var/lib/berth",
+		State:          "/run/berth",
+		CgroupDriver:   CgroupDriverCgroupfs,
+		LogLevel:       "info",
+		LogFormat:      "text",
+		MetricsAddress: "",
+		SocketGroup:    "",
+		CNI: CNI{
+			ConfDir: "/etc/cni/net.d",
+			BinDirs: []string{"/opt/cni/bin"},
+		},
+	}
+}

@@ -1,0 +1,105 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+)
+
+// ValueError is an invalid value of one key.
+type ValueError struct {
+	Key   string // TOML key path, e.g. cni.conf_dir
+	Value string // redacted for secret keys
+	Want  string
+}
+
+func (e *ValueError) Error() string {
+	return fmt.Sprintf("invalid %s %q: want %s", e.Key, e.Value, e.Want)
+}
+
+// Validate checks every key against its check tag and returns the first
+// failure as a *ValueError.
+func (c *Config) Validate() error {
+	return walkLeaves(nil, reflect.ValueOf(c).Elem(), validateLeaf)
+}
+
+func validateLeaf(l leaf) error {
+	var values []string
+	switch v := l.value.Interface().(type) {
+	case string:
+		values = []string{v}
+	case []string:
+		values = v
+	default:
+		if l.checks() != "" {
+			return fmt.Errorf("config key %s: checks apply to strings and string lists only", l.key())
+		}
+		return nil
+	}
+	for _, name := range strings.Fields(l.checks()) {
+		for _, v := range values {
+			want, err := check(name, v)
+			if err != nil {
+				return fmt.Errorf("config key %s: %w", l.key(), err)
+			}
+			if want == "" {
+				continue
+			}
+			shown := v
+			if l.secret() {
+				shown = "<redacted>"
+			}
+			return &ValueError{Key: l.key(), Value: shown, Want: want}
+		}
+	}
+	return nil
+}
+
+// check runs the named check on v and returns what was wanted if v fails
+// it. Except for "required", an empty value passes: it means "unset".
+func check(name, v string) (want string, err error) {
+	name, arg, _ := strings.Cut(name, "=")
+	if v == "" && name != "required" {
+		return "", nil
+	}
+	switch name {
+	case "required":
+		if v == "" {
+			return "a non-empty value", nil
+		}
+	case "abs":
+		if !filepath.IsAbs(v) {
+			return "an absolute path", nil
+		}
+	case "oneof":
+		allowed := strings.Split(arg, "|")
+		for _, a := range allowed {
+			if v == a {
+				return "", nil
+			}
+		}
+		return alternatives(allowed), nil
+	case "hostport":
+		_, port, err := net.SplitHostPort(v)
+		if err != nil {
+			return "host:port", nil
+		}
+		if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			return "host:port with a numeric port", nil
+		}
+	default:
+		return "", fmt.Errorf("unknown check %q", name)
+	}
+	return "", nil
+}
+
+// alternatives formats ["a","b","c"] as "a, b or c".
+func alternatives(words []string) string {
+	if len(words) == 1 {
+		return words[0]
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
+}

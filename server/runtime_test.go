@@ -1,0 +1,90 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-runtime/berth/internal/config"
+	"github.com/berth-runtime/berth/internal/version"
+	"github.com/berth-runtime/berth/network"
+)
+
+func TestVersion(t *testing.T) {
+	s, _ := newTestServer(t, nil)
+	got, err := s.Version(context.Background(), &runtimeapi.VersionRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.RuntimeName != "berth" || got.RuntimeApiVersion != "v1" || got.Version != "0.1.0" || got.RuntimeVersion != version.Version {
+		t.Errorf("Version = %v", got)
+	}
+}
+
+func TestRuntimeConfig(t *testing.T) {
+	tests := []struct {
+		driver string
+		want   runtimeapi.CgroupDriver
+	}{
+		{config.CgroupDriverCgroupfs, runtimeapi.CgroupDriver_CGROUPFS},
+		{config.CgroupDriverSystemd, runtimeapi.CgroupDriver_SYSTEMD},
+	}
+	for _, tt := range tests {
+		t.Run(tt.driver, func(t *testing.T) {
+			s, _ := newTestServer(t, func(o *Options) { o.Config.CgroupDriver = tt.driver })
+			got, err := s.RuntimeConfig(context.Background(), &runtimeapi.RuntimeConfigRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.GetLinux() == nil || got.GetLinux().GetCgroupDriver() != tt.want {
+				t.Errorf("RuntimeConfig = %v, want linux.cgroup_driver %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestStatus(t *testing.T) {
+	notReady := network.Condition{Reason: network.ReasonNotReady, Message: "no CNI config in /x"}
+	tests := []struct {
+		name     string
+		network  network.Condition
+		verbose  bool
+		wantInfo bool
+	}{
+		{name: "network ready", network: network.Condition{Ready: true}},
+		{name: "network not ready", network: notReady},
+		{name: "verbose", network: notReady, verbose: true, wantInfo: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, _ := newTestServer(t, func(o *Options) { o.Network = fakeNetwork(tt.network) })
+			got, err := s.Status(context.Background(), &runtimeapi.StatusRequest{Verbose: tt.verbose})
+			if err != nil {
+				t.Fatal(err)
+			}
+			conds := map[string]*runtimeapi.RuntimeCondition{}
+			for _, c := range got.GetStatus().GetConditions() {
+				conds[c.Type] = c
+			}
+			if rt := conds[runtimeapi.RuntimeReady]; rt == nil || !rt.Status {
+				t.Errorf("RuntimeReady = %v, want true", rt)
+			}
+			net := conds[runtimeapi.NetworkReady]
+			if net == nil || net.Status != tt.network.Ready || net.Reason != tt.network.Reason || net.Message != tt.network.Message {
+				t.Errorf("NetworkReady = %v, want %+v", net, tt.network)
+			}
+			cfg, ok := got.Info["config"]
+			if ok != tt.wantInfo {
+				t.Fatalf("info[config] present = %v, want %v", ok, tt.wantInfo)
+			}
+			if ok {
+				var m map[string]any
+				if err := json.Unmarshal([]byte(cfg), &m); err != nil || m["cgroup_driver"] != "cgroupfs" {
+					t.Errorf("info[config] = %s (%v), want the config as JSON", cfg, err)
+				}
+			}
+		})
+	}
+}

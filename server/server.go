@@ -1,0 +1,194 @@
+// Package server serves the CRI gRPC services. It validates requests, maps
+// errors to gRPC codes and calls into the packages below it; what the
+// runtime does lives there, one file here per CRI area.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-runtime/berth/internal/config"
+	"github.com/berth-runtime/berth/network"
+)
+
+// maxMsgSize bounds CRI messages both ways. gRPC's 4 MiB default is too
+// small for List answers on a busy node; the kubelet's own client allows 16.
+const maxMsgSize = 16 << 20
+
+// Options are what the server is built from.
+type Options struct {
+	Config  *config.Config // effective, already validated
+	Network network.Status
+	Logger  *slog.Logger
+	Metrics *Metrics // nil disables metrics
+
+	// DebugPanicMethod, if set, makes every call of the named RPC (e.g.
+	// "ListImages") panic, so that tests can check that a panicking handler
+	// cannot take the daemon down.
+	DebugPanicMethod string
+}
+
+// Server implements the CRI RuntimeService and ImageService. Every RPC not
+// implemented yet answers codes.Unimplemented through the embedded types.
+type Server struct {
+	runtimeapi.UnimplementedRuntimeServiceServer
+	runtimeapi.UnimplementedImageServiceServer
+
+	cfg          *config.Config
+	configJSON   string
+	cgroupDriver runtimeapi.CgroupDriver
+	network      network.Status
+	log          *slog.Logger
+	metrics      *Metrics
+	panicMethod  string
+}
+
+// New checks the options and builds a Server.
+func New(opts Options) (*Server, error) {
+	if opts.Config == nil || opts.Network == nil || opts.Logger == nil {
+		return nil, errors.New("server: Config, Network and Logger are required")
+	}
+	driver, err := cgroupDriver(opts.Config.CgroupDriver)
+	if err != nil {
+		return nil, err
+	}
+	// The config never changes while serving, so Status(verbose) can answer
+	// from this copy.
+	cfgJSON, err := opts.Config.JSON()
+	if err != nil {
+		return nil, fmt.Errorf("render config: %w", err)
+	}
+	return &Server{
+		cfg:          opts.Config,
+		configJSON:   string(cfgJSON),
+		cgroupDriver: driver,
+		network:      opts.Network,
+		log:          opts.Logger,
+		metrics:      opts.Metrics,
+		panicMethod:  opts.DebugPanicMethod,
+	}, nil
+}
+
+// GRPCServer returns a gRPC server with both CRI services registered,
+// behind the recovery, logging and metrics interceptors.
+func (s *Server) GRPCServer() *grpc.Server {
+	unary := []grpc.UnaryServerInterceptor{s.observeUnary, recoverUnary(s.log)}
+	stream := []grpc.StreamServerInterceptor{s.observeStream, recoverStream(s.log)}
+	if s.panicMethod != "" {
+		unary = append(unary, panicUnary(s.panicMethod))
+	}
+	g := grpc.NewServer(
+		grpc.MaxRecvMsgSize(maxMsgSize),
+		grpc.MaxSendMsgSize(maxMsgSize),
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
+	)
+	runtimeapi.RegisterRuntimeServiceServer(g, s)
+	runtimeapi.RegisterImageServiceServer(g, s)
+	return g
+}
+
+// The interceptors run in the order given to GRPCServer: observe is
+// outermost so that it records the code a recovered panic turns into.
+
+func (s *Server) observeUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	start := time.Now()
+	resp, err := handler(ctx, req)
+	s.observe(ctx, info.FullMethod, start, err)
+	return resp, err
+}
+
+func (s *Server) observeStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	start := time.Now()
+	err := handler(srv, ss)
+	s.observe(ss.Context(), info.FullMethod, start, err)
+	return err
+}
+
+func (s *Server) observe(ctx context.Context, fullMethod string, start time.Time, err error) {
+	elapsed := time.Since(start)
+	code := status.Code(err)
+	service, method := splitMethod(fullMethod)
+	s.metrics.observe(service, method, code, elapsed)
+
+	// Internal and Unknown mean a bug or an unmapped error: worth more than
+	// a debug line. Expected failures (NotFound, ...) stay at debug.
+	level := slog.LevelDebug
+	if code == codes.Internal || code == codes.Unknown {
+		level = slog.LevelError
+	}
+	if !s.log.Enabled(ctx, level) {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("method", method),
+		slog.Duration("duration", elapsed),
+		slog.String("code", code.String()),
+	}
+	if err != nil {
+		attrs = append(attrs, slog.String("error", status.Convert(err).Message()))
+	}
+	s.log.LogAttrs(ctx, level, "CRI call", attrs...)
+}
+
+// splitMethod turns "/runtime.v1.RuntimeService/Version" into
+// ("RuntimeService", "Version").
+func splitMethod(fullMethod string) (service, method string) {
+	service, method, ok := strings.Cut(strings.TrimPrefix(fullMethod, "/"), "/")
+	if !ok {
+		return "unknown", fullMethod
+	}
+	if i := strings.LastIndex(service, "."); i >= 0 {
+		service = service[i+1:]
+	}
+	return service, method
+}
+
+func recoverUnary(log *slog.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				resp, err = nil, panicError(ctx, log, info.FullMethod, r)
+			}
+		}()
+		return handler(ctx, req)
+	}
+}
+
+func recoverStream(log *slog.Logger) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = panicError(ss.Context(), log, info.FullMethod, r)
+			}
+		}()
+		return handler(srv, ss)
+	}
+}
+
+// panicError logs a recovered panic with its stack and turns it into the
+// error the client gets: one bad request must not end every pod's runtime.
+func panicError(ctx context.Context, log *slog.Logger, fullMethod string, r any) error {
+	log.ErrorContext(ctx, "panic in CRI handler",
+		"method", fullMethod, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+	return status.Errorf(codes.Internal, "internal error: panic in %s: %v", fullMethod, r)
+}
+
+func panicUnary(method string) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if _, m := splitMethod(info.FullMethod); m == method {
+			panic("debug panic requested for " + method)
+		}
+		return handler(ctx, req)
+	}
+}
