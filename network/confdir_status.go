@@ -1,4 +1,3 @@
-// Package network owns pod network namespaces and CNI.
 package network
 
 import (
