@@ -327,4 +327,3 @@ func resultIPs(r types.Result, ifName string) ([]net.IP, error) {
 func (c *CNI) EnsureCacheDir() error {
 	return os.MkdirAll(c.cfg.CacheDir, 0o700)
 }
-
