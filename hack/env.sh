@@ -6,6 +6,8 @@ export BERTH_OUTPUT="${BERTH_OUTPUT:-$BERTH_ROOT_DIR/_output}"
 
 CRI_TOOLS_VERSION=v1.37.0
 DISTRIBUTION_VERSION=v3.1.2
+# The ginkgo CLI version cri-tools' go.mod uses (hack/tools/go.mod pins the same).
+GINKGO_VERSION=v2.32.1
 # The CNI plugins are pinned by the main go.mod (tool directives).
 CNI_PLUGINS_VERSION="$(cd "$BERTH_ROOT_DIR" && go list -m -f '{{.Version}}' github.com/containernetworking/plugins)"
 
@@ -14,3 +16,9 @@ export BERTH_CNI_BIN_DIR="${BERTH_CNI_BIN_DIR:-$BERTH_CACHE/cni-plugins-$CNI_PLU
 export BERTH_CRICTL="${BERTH_CRICTL:-$BERTH_CACHE/cri-tools-$CRI_TOOLS_VERSION/crictl}"
 export BERTH_CRITEST="${BERTH_CRITEST:-$BERTH_CACHE/cri-tools-$CRI_TOOLS_VERSION/critest}"
 export BERTH_REGISTRY_BIN="${BERTH_REGISTRY_BIN:-$BERTH_CACHE/registry-$DISTRIBUTION_VERSION/registry}"
+export BERTH_GINKGO="${BERTH_GINKGO:-$BERTH_CACHE/ginkgo-$GINKGO_VERSION/ginkgo}"
+# Test images (hack/build-images, hack/mkimage): downloaded .debs, and one OCI
+# layout per built image keyed by a hash of its inputs.
+export BERTH_DEBS="${BERTH_DEBS:-$BERTH_CACHE/debs}"
+export BERTH_IMAGES="${BERTH_IMAGES:-$BERTH_CACHE/images}"
+export BERTH_MKIMAGE="${BERTH_MKIMAGE:-$BERTH_OUTPUT/bin/mkimage}"
