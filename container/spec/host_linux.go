@@ -1,0 +1,204 @@
+package spec
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	securejoin "github.com/cyphar/filepath-securejoin"
+	"github.com/moby/sys/mountinfo"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// SystemHost answers Host questions about the machine berth runs on.
+type SystemHost struct{}
+
+var _ Host = SystemHost{}
+
+// AppArmorEnabled implements Host.
+func (SystemHost) AppArmorEnabled() bool {
+	b, err := os.ReadFile("/sys/module/apparmor/parameters/enabled")
+	return err == nil && len(b) > 0 && b[0] == 'Y'
+}
+
+// AppArmorProfileLoaded implements Host.
+func (SystemHost) AppArmorProfileLoaded(name string) bool {
+	b, err := os.ReadFile("/sys/kernel/security/apparmor/profiles")
+	if err != nil {
+		return false
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		if n, _, _ := strings.Cut(sc.Text(), " ("); n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// OwnOOMScoreAdj implements Host.
+func (SystemHost) OwnOOMScoreAdj() int {
+	b, err := os.ReadFile("/proc/self/oom_score_adj")
+	if err != nil {
+		return 0
+	}
+	v, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return v
+}
+
+// CgroupV2 implements Host.
+func (SystemHost) CgroupV2() bool {
+	var st unix.Statfs_t
+	return unix.Statfs("/sys/fs/cgroup", &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC
+}
+
+// Exists implements Host.
+func (SystemHost) Exists(path string) error {
+	_, err := os.Stat(path)
+	return err
+}
+
+// ReadFile implements Host.
+func (SystemHost) ReadFile(path string) ([]byte, error) { return os.ReadFile(path) }
+
+// Devices implements Host.
+func (SystemHost) Devices(path string) ([]specs.LinuxDevice, error) {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return nil, err
+	}
+	st, err := os.Stat(real)
+	if err != nil {
+		return nil, err
+	}
+	if !st.IsDir() {
+		d, err := deviceAt(real)
+		if err != nil {
+			return nil, err
+		}
+		d.Path = path
+		return []specs.LinuxDevice{*d}, nil
+	}
+	var out []specs.LinuxDevice
+	err = filepath.WalkDir(real, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() || e.Type()&fs.ModeDevice == 0 {
+			return err
+		}
+		d, err := deviceAt(p)
+		if err != nil {
+			return err
+		}
+		d.Path = filepath.Join(path, strings.TrimPrefix(p, real))
+		out = append(out, *d)
+		return nil
+	})
+	return out, err
+}
+
+// AllDevices implements Host.
+func (h SystemHost) AllDevices() ([]specs.LinuxDevice, error) {
+	var out []specs.LinuxDevice
+	err := filepath.WalkDir("/dev", func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if e.IsDir() {
+			// Mounted by the container itself, or runtime-private.
+			switch e.Name() {
+			case "pts", "shm", "fd", "mqueue", ".lxc", ".lxd-mounts", ".udev":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if e.Type()&fs.ModeDevice == 0 || p == "/dev/console" {
+			return nil
+		}
+		d, err := deviceAt(p)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		out = append(out, *d)
+		return nil
+	})
+	return out, err
+}
+
+func deviceAt(path string) (*specs.LinuxDevice, error) {
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		return nil, err
+	}
+	var typ string
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFCHR:
+		typ = "c"
+	case unix.S_IFBLK:
+		typ = "b"
+	case unix.S_IFIFO:
+		typ = "p"
+	default:
+		return nil, fmt.Errorf("%s is not a device", path)
+	}
+	mode := fs.FileMode(st.Mode &^ unix.S_IFMT)
+	uid, gid := st.Uid, st.Gid
+	return &specs.LinuxDevice{
+		Path: path, Type: typ,
+		Major: int64(unix.Major(uint64(st.Rdev))), Minor: int64(unix.Minor(uint64(st.Rdev))),
+		FileMode: &mode, UID: &uid, GID: &gid,
+	}, nil
+}
+
+// Propagation implements Host.
+func (SystemHost) Propagation(path string) (Propagation, error) {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return 0, err
+	}
+	mounts, err := mountinfo.GetMounts(nil)
+	if err != nil {
+		return 0, err
+	}
+	var best *mountinfo.Info
+	for _, m := range mounts {
+		if (real == m.Mountpoint || strings.HasPrefix(real, strings.TrimSuffix(m.Mountpoint, "/")+"/")) &&
+			(best == nil || len(m.Mountpoint) >= len(best.Mountpoint)) {
+			best = m
+		}
+	}
+	if best == nil {
+		return 0, fmt.Errorf("no mount holds %s", path)
+	}
+	switch {
+	case strings.Contains(best.Optional, "shared:"):
+		return PropagationShared, nil
+	case strings.Contains(best.Optional, "master:"):
+		return PropagationSlave, nil
+	}
+	return PropagationPrivate, nil
+}
+
+// DirFS reads files of a mounted root filesystem, resolving symlinks
+// inside it so that an image cannot make berth read host files.
+type DirFS string
+
+// ReadFile implements RootFS.
+func (d DirFS) ReadFile(path string) ([]byte, error) {
+	p, err := securejoin.SecureJoin(string(d), path)
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadFile(p)
+}

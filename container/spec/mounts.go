@@ -1,0 +1,226 @@
+package spec
+
+import (
+	"fmt"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+func defaultMounts(privileged bool) []specs.Mount {
+	sysOpt, cgOpt := "ro", "ro"
+	if privileged {
+		sysOpt, cgOpt = "rw", "rw"
+	}
+	return []specs.Mount{
+		{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
+		{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
+		{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"}},
+		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
+		{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
+		{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", sysOpt}},
+		{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev", "relatime", cgOpt}},
+	}
+}
+
+func bind(dst, src string, ro bool, propagation string) specs.Mount {
+	opt := "rw"
+	if ro {
+		opt = "ro"
+	}
+	return specs.Mount{Destination: dst, Type: "bind", Source: src, Options: []string{"rbind", propagation, opt}}
+}
+
+func (b *builder) mounts(s *specs.Spec) error {
+	privileged := b.sc.GetPrivileged()
+	ro := b.sc.GetReadonlyRootfs()
+	var pod []specs.Mount
+	p := b.in.Pod
+	if p.HostnamePath != "" {
+		pod = append(pod, bind("/etc/hostname", p.HostnamePath, ro, "rprivate"))
+	}
+	if p.HostsPath != "" {
+		pod = append(pod, bind("/etc/hosts", p.HostsPath, ro, "rprivate"))
+	}
+	if p.ResolvConfPath != "" {
+		pod = append(pod, bind("/etc/resolv.conf", p.ResolvConfPath, ro, "rprivate"))
+	}
+	shm := p.ShmPath
+	if shm == "" && b.podNamespaceMode(func(o *runtimeapi.NamespaceOption) runtimeapi.NamespaceMode { return o.GetIpc() }) == runtimeapi.NamespaceMode_NODE {
+		shm = "/dev/shm"
+	}
+	if shm != "" {
+		pod = append(pod, bind("/dev/shm", shm, false, "rprivate"))
+	}
+	user, rootfsProp, err := b.criMounts()
+	if err != nil {
+		return err
+	}
+	// Later sources win on the same destination: CRI mounts (the kubelet's
+	// own /etc/hosts, volumes) over the pod's files over the defaults.
+	byDest := map[string]int{}
+	var all []specs.Mount
+	for _, group := range [][]specs.Mount{defaultMounts(privileged), pod, user} {
+		for _, m := range group {
+			if i, ok := byDest[m.Destination]; ok {
+				all[i] = m
+				continue
+			}
+			byDest[m.Destination] = len(all)
+			all = append(all, m)
+		}
+	}
+	// Parents before children, whatever order the request gave.
+	sort.SliceStable(all, func(i, j int) bool { return depth(all[i].Destination) < depth(all[j].Destination) })
+	s.Mounts = all
+	s.Linux.RootfsPropagation = rootfsProp
+	if !privileged {
+		if b.in.Config.GetLinux().GetSecurityContext() == nil {
+			s.Linux.MaskedPaths = append([]string{}, DefaultMaskedPaths...)
+			s.Linux.ReadonlyPaths = append([]string{}, DefaultReadonlyPaths...)
+		} else {
+			// The kubelet always sends the lists; empty ones mean
+			// procMount: Unmasked.
+			s.Linux.MaskedPaths = append([]string{}, b.sc.GetMaskedPaths()...)
+			s.Linux.ReadonlyPaths = append([]string{}, b.sc.GetReadonlyPaths()...)
+		}
+	}
+	return nil
+}
+
+// DefaultMaskedPaths and DefaultReadonlyPaths are the kubelet's (and
+// containerd's) defaults, used when a request carries no security context.
+var (
+	DefaultMaskedPaths = []string{
+		"/proc/asound", "/proc/acpi", "/proc/interrupts", "/proc/kcore", "/proc/keys",
+		"/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug",
+		"/proc/scsi", "/sys/firmware", "/sys/devices/virtual/powercap",
+	}
+	DefaultReadonlyPaths = []string{
+		"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
+	}
+)
+
+func depth(p string) int {
+	p = path.Clean(p)
+	if p == "/" {
+		return 0
+	}
+	return strings.Count(p, "/")
+}
+
+func (b *builder) criMounts() ([]specs.Mount, string, error) {
+	var out []specs.Mount
+	rootfsProp := ""
+	for i, m := range b.in.Config.GetMounts() {
+		field := fmt.Sprintf("mounts[%d]", i)
+		dst := m.GetContainerPath()
+		if dst == "" || !path.IsAbs(dst) {
+			return nil, "", invalid(field+".container_path", "%q is not an absolute path", dst)
+		}
+		if m.GetImage().GetImage() != "" {
+			return nil, "", invalid(field+".image", "image volumes are not supported")
+		}
+		src := m.GetHostPath()
+		if src == "" || !filepath.IsAbs(src) {
+			return nil, "", invalid(field+".host_path", "%q is not an absolute path", src)
+		}
+		if err := b.in.Host.Exists(src); err != nil {
+			return nil, "", invalid(field+".host_path", "%w", err)
+		}
+		prop := "rprivate"
+		switch m.GetPropagation() {
+		case runtimeapi.MountPropagation_PROPAGATION_PRIVATE:
+		case runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER:
+			have, err := b.in.Host.Propagation(src)
+			if err != nil {
+				return nil, "", invalid(field+".host_path", "%w", err)
+			}
+			if have == PropagationPrivate {
+				return nil, "", invalid(field+".propagation", "%s is on a private mount: it cannot receive host mounts (rslave needs a shared or slave mount)", src)
+			}
+			prop = "rslave"
+			if rootfsProp == "" {
+				rootfsProp = "rslave"
+			}
+		case runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL:
+			if !b.sc.GetPrivileged() {
+				return nil, "", invalid(field+".propagation", "bidirectional propagation needs a privileged container")
+			}
+			have, err := b.in.Host.Propagation(src)
+			if err != nil {
+				return nil, "", invalid(field+".host_path", "%w", err)
+			}
+			if have != PropagationShared {
+				return nil, "", invalid(field+".propagation", "%s is not on a shared mount: bidirectional propagation needs one", src)
+			}
+			prop = "rshared"
+			rootfsProp = "rshared"
+		default:
+			return nil, "", invalid(field+".propagation", "unknown propagation %d", m.GetPropagation())
+		}
+		bm := bind(dst, src, m.GetReadonly(), prop)
+		if m.GetRecursiveReadOnly() {
+			if !m.GetReadonly() || prop != "rprivate" {
+				return nil, "", invalid(field+".recursive_read_only", "needs readonly and private propagation")
+			}
+			bm.Options[2] = "rro"
+		}
+		// SELinux relabelling is ignored: berth runs only where SELinux is off.
+		out = append(out, bm)
+	}
+	return out, rootfsProp, nil
+}
+
+func (b *builder) devices(s *specs.Spec) error {
+	s.Linux.Resources.Devices = []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}}
+	if b.sc.GetPrivileged() {
+		all, err := b.in.Host.AllDevices()
+		if err != nil {
+			return fmt.Errorf("list host devices for privileged container %s: %w", b.in.ID, err)
+		}
+		s.Linux.Devices = all
+		s.Linux.Resources.Devices = []specs.LinuxDeviceCgroup{{Allow: true, Access: "rwm"}}
+	}
+	for i, d := range b.in.Config.GetDevices() {
+		field := fmt.Sprintf("devices[%d]", i)
+		perms := d.GetPermissions()
+		if perms == "" {
+			perms = "rwm"
+		}
+		if strings.Trim(perms, "rwm") != "" {
+			return invalid(field+".permissions", "%q is not a combination of r, w and m", perms)
+		}
+		if !path.IsAbs(d.GetContainerPath()) {
+			return invalid(field+".container_path", "%q is not absolute", d.GetContainerPath())
+		}
+		devs, err := b.in.Host.Devices(d.GetHostPath())
+		if err != nil {
+			return invalid(field+".host_path", "%w", err)
+		}
+		for _, dev := range devs {
+			rel := strings.TrimPrefix(dev.Path, path.Clean(d.GetHostPath()))
+			dev.Path = path.Join(d.GetContainerPath(), rel)
+			s.Linux.Devices = replaceDevice(s.Linux.Devices, dev)
+			major, minor := dev.Major, dev.Minor
+			s.Linux.Resources.Devices = append(s.Linux.Resources.Devices, specs.LinuxDeviceCgroup{
+				Allow: true, Type: dev.Type, Major: &major, Minor: &minor, Access: perms,
+			})
+		}
+	}
+	return nil
+}
+
+func replaceDevice(list []specs.LinuxDevice, d specs.LinuxDevice) []specs.LinuxDevice {
+	for i := range list {
+		if list[i].Path == d.Path {
+			list[i] = d
+			return list
+		}
+	}
+	return append(list, d)
+}

@@ -1,0 +1,266 @@
+// Package spec turns a CRI container request into an OCI runtime spec.
+//
+// Build is a pure function of its Input: everything it needs from the host
+// (devices, mount propagation, files) and from the container's root
+// filesystem (/etc/passwd, /etc/group) comes through small interfaces, so
+// that table tests and fuzzing run without root, mounts or a real image.
+package spec
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// ImageConfig is the part of an image's configuration that shapes a
+// container (OCI image-spec ImageConfig / go-containerregistry v1.Config).
+type ImageConfig struct {
+	User       string   `json:"user,omitempty"`
+	Env        []string `json:"env,omitempty"`
+	Entrypoint []string `json:"entrypoint,omitempty"`
+	Cmd        []string `json:"cmd,omitempty"`
+	WorkingDir string   `json:"working_dir,omitempty"`
+	StopSignal string   `json:"stop_signal,omitempty"`
+}
+
+// Pod is what the pod sandbox provides to its containers.
+type Pod struct {
+	ID     string
+	Config *runtimeapi.PodSandboxConfig
+	// NetNSPath is the pinned network namespace; empty for host network.
+	NetNSPath string
+	// PausePID holds the pod's IPC and UTS namespaces (and its PID
+	// namespace when the pod shares one).
+	PausePID int
+	// CgroupParent is the cgroup under which the containers are placed.
+	CgroupParent string
+	// Files prepared by the sandbox, bind-mounted into every container.
+	// Empty paths are skipped.
+	HostnamePath   string
+	HostsPath      string
+	ResolvConfPath string
+	ShmPath        string
+}
+
+// Propagation is the propagation type of the mount holding a host path.
+type Propagation int
+
+// Mount propagation of a host mount.
+const (
+	PropagationPrivate Propagation = iota
+	PropagationSlave
+	PropagationShared
+)
+
+// Host answers the questions the spec needs about this machine.
+type Host interface {
+	// AppArmorEnabled tells whether the kernel enforces AppArmor.
+	AppArmorEnabled() bool
+	// AppArmorProfileLoaded tells whether a profile of that name is loaded.
+	AppArmorProfileLoaded(name string) bool
+	// OwnOOMScoreAdj is berth's own oom_score_adj: a child cannot go lower
+	// without CAP_SYS_RESOURCE.
+	OwnOOMScoreAdj() int
+	// CgroupV2 tells whether containers get a cgroup v2 (unified) hierarchy.
+	CgroupV2() bool
+	// Devices describes the device node(s) at path (all nodes under it when
+	// it is a directory).
+	Devices(path string) ([]specs.LinuxDevice, error)
+	// AllDevices lists every device node of the host, for privileged
+	// containers.
+	AllDevices() ([]specs.LinuxDevice, error)
+	// Exists returns nil if path exists on the host.
+	Exists(path string) error
+	// Propagation is the propagation of the mount that holds path.
+	Propagation(path string) (Propagation, error)
+	// ReadFile reads a host file (Localhost seccomp profiles).
+	ReadFile(path string) ([]byte, error)
+}
+
+// RootFS reads files of the container's root filesystem, resolving
+// symlinks inside it.
+type RootFS interface {
+	ReadFile(path string) ([]byte, error)
+}
+
+// Input is everything a container's spec is made of.
+type Input struct {
+	ID        string
+	Config    *runtimeapi.ContainerConfig
+	Pod       Pod
+	Image     ImageConfig
+	ImageName string
+	// Rootfs is the prepared (mounted) root filesystem.
+	Rootfs string
+	// TargetPID is the init pid of the container whose PID namespace is
+	// joined when the PID namespace mode is TARGET.
+	TargetPID int
+	Host      Host
+	Files     RootFS
+}
+
+// InvalidError is a request that cannot be turned into a spec: the field
+// names the offending CRI field.
+type InvalidError struct {
+	Field string
+	Err   error
+}
+
+func (e *InvalidError) Error() string { return e.Field + ": " + e.Err.Error() }
+func (e *InvalidError) Unwrap() error { return e.Err }
+
+func invalid(field string, format string, args ...any) error {
+	return &InvalidError{Field: field, Err: fmt.Errorf(format, args...)}
+}
+
+// IsInvalid tells whether err is the request's fault.
+func IsInvalid(err error) bool {
+	var ie *InvalidError
+	return errors.As(err, &ie)
+}
+
+// Build returns the OCI runtime spec of the container.
+func Build(in *Input) (*specs.Spec, error) {
+	if in.Config == nil {
+		return nil, invalid("config", "missing")
+	}
+	if in.Host == nil || in.Files == nil {
+		return nil, errors.New("spec: Host and Files are required")
+	}
+	if in.Rootfs == "" || !path.IsAbs(in.Rootfs) {
+		return nil, fmt.Errorf("spec: rootfs %q is not absolute", in.Rootfs)
+	}
+	b := &builder{in: in, sc: securityContext(in.Config), psc: podSecurityContext(in.Pod.Config)}
+	s := &specs.Spec{
+		Version:     specs.Version,
+		Root:        &specs.Root{Path: in.Rootfs, Readonly: b.sc.GetReadonlyRootfs()},
+		Process:     &specs.Process{Terminal: in.Config.Tty},
+		Annotations: b.annotations(),
+		Linux: &specs.Linux{
+			Resources: &specs.LinuxResources{},
+		},
+	}
+	steps := []func(*specs.Spec) error{
+		b.process,
+		b.user,
+		b.namespaces,
+		b.hostname,
+		b.mounts,
+		b.devices,
+		b.security,
+		b.seccomp,
+		b.resources,
+		b.sysctls,
+	}
+	for _, step := range steps {
+		if err := step(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+type builder struct {
+	in  *Input
+	sc  *runtimeapi.LinuxContainerSecurityContext
+	psc *runtimeapi.LinuxSandboxSecurityContext
+}
+
+func securityContext(c *runtimeapi.ContainerConfig) *runtimeapi.LinuxContainerSecurityContext {
+	if sc := c.GetLinux().GetSecurityContext(); sc != nil {
+		return sc
+	}
+	return &runtimeapi.LinuxContainerSecurityContext{}
+}
+
+func podSecurityContext(p *runtimeapi.PodSandboxConfig) *runtimeapi.LinuxSandboxSecurityContext {
+	if sc := p.GetLinux().GetSecurityContext(); sc != nil {
+		return sc
+	}
+	return &runtimeapi.LinuxSandboxSecurityContext{}
+}
+
+// Annotations berth puts on every container spec, as containerd does, so
+// that tools reading the spec can tell which pod a container belongs to.
+const (
+	AnnotationContainerType = "io.kubernetes.cri.container-type"
+	AnnotationContainerName = "io.kubernetes.cri.container-name"
+	AnnotationSandboxID     = "io.kubernetes.cri.sandbox-id"
+	AnnotationSandboxName   = "io.kubernetes.cri.sandbox-name"
+	AnnotationSandboxNS     = "io.kubernetes.cri.sandbox-namespace"
+	AnnotationSandboxUID    = "io.kubernetes.cri.sandbox-uid"
+	AnnotationImageName     = "io.kubernetes.cri.image-name"
+)
+
+func (b *builder) annotations() map[string]string {
+	a := make(map[string]string, len(b.in.Config.Annotations)+7)
+	for k, v := range b.in.Config.Annotations {
+		a[k] = v
+	}
+	md := b.in.Pod.Config.GetMetadata()
+	a[AnnotationContainerType] = "container"
+	a[AnnotationContainerName] = b.in.Config.GetMetadata().GetName()
+	a[AnnotationSandboxID] = b.in.Pod.ID
+	a[AnnotationSandboxName] = md.GetName()
+	a[AnnotationSandboxNS] = md.GetNamespace()
+	a[AnnotationSandboxUID] = md.GetUid()
+	if b.in.ImageName != "" {
+		a[AnnotationImageName] = b.in.ImageName
+	}
+	return a
+}
+
+func (b *builder) hostname(s *specs.Spec) error {
+	// The pod's hostname only belongs in a private UTS namespace: with the
+	// host's, setting it would rename the node.
+	for _, ns := range s.Linux.Namespaces {
+		if ns.Type == specs.UTSNamespace {
+			s.Hostname = b.in.Pod.Config.GetHostname()
+		}
+	}
+	return nil
+}
+
+func (b *builder) sysctls(s *specs.Spec) error {
+	sysctls := b.in.Pod.Config.GetLinux().GetSysctls()
+	if len(sysctls) == 0 {
+		return nil
+	}
+	has := map[specs.LinuxNamespaceType]bool{}
+	for _, ns := range s.Linux.Namespaces {
+		has[ns.Type] = true
+	}
+	s.Linux.Sysctl = map[string]string{}
+	for k, v := range sysctls {
+		// A sysctl of a namespace the container shares with the host was
+		// already applied by the node's owner: setting it here would change
+		// the node (and libcontainer refuses it).
+		if need, ok := sysctlNamespace(k); ok && !has[need] {
+			continue
+		}
+		s.Linux.Sysctl[k] = v
+	}
+	return nil
+}
+
+func sysctlNamespace(key string) (specs.LinuxNamespaceType, bool) {
+	switch {
+	case strings.HasPrefix(key, "net."):
+		return specs.NetworkNamespace, true
+	case key == "kernel.hostname" || key == "kernel.domainname":
+		return specs.UTSNamespace, true
+	case key == "kernel.msgmax" || key == "kernel.msgmnb" || key == "kernel.msgmni" ||
+		key == "kernel.sem" || key == "kernel.shmall" || key == "kernel.shmmax" ||
+		key == "kernel.shmmni" || key == "kernel.shm_rmid_forced" ||
+		strings.HasPrefix(key, "fs.mqueue."):
+		return specs.IPCNamespace, true
+	}
+	return "", false
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
