@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+
+	"github.com/berth-runtime/berth/internal/config"
+	"github.com/berth-runtime/berth/internal/version"
+	"github.com/berth-runtime/berth/network"
+	"github.com/berth-runtime/berth/server"
+)
+
+// gracePeriod bounds GracefulStop: long-lived streams (the kubelet's
+// GetContainerEvents) would otherwise hold shutdown forever.
+const gracePeriod = 2 * time.Second
+
+// debugPanicEnv names an RPC that panics on every call; tests use it to
+// check that the daemon survives a panicking handler.
+const debugPanicEnv = "BERTH_DEBUG_PANIC_METHOD"
+
+func daemonCommand(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("berth", flag.ContinueOnError)
+	// Parse errors are printed here as one line; usage only on --help.
+	fs.SetOutput(io.Discard)
+	cfgFlags := config.RegisterFlags(fs)
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout, fs)
+			return 0
+		}
+		fmt.Fprintf(stderr, "berth: %v (see berth --help)\n", err)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "berth: unexpected argument %q (see berth --help)\n", fs.Arg(0))
+		return 2
+	}
+	if *showVersion {
+		fmt.Fprintf(stdout, "berth version %s\n", version.Version)
+		return 0
+	}
+	cfg, err := cfgFlags.Load()
+	if err != nil {
+		fmt.Fprintf(stderr, "berth: %v\n", err)
+		return 1
+	}
+
+	log := newLogger(cfg, stderr)
+	// The daemon must outlive whoever reads its stderr: without this, a log
+	// write to a closed pipe kills it with SIGPIPE.
+	signal.Ignore(syscall.SIGPIPE)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := serve(ctx, cfg, log); err != nil {
+		log.Error("berth failed", "error", err)
+		return 1
+	}
+	return 0
+}
+
+func usage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintln(w, "usage: berth [flags]          run the CRI daemon")
+	fmt.Fprintln(w, "       berth config default   print the default configuration file")
+	fmt.Fprintln(w, "\nflags:")
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+}
+
+func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	// The config has been validated against exactly the names slog parses.
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// serve runs the daemon until ctx is cancelled (SIGTERM/SIGINT) or serving
+// fails. Containers are not touched on the way out: they keep running.
+func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	for _, dir := range []string{cfg.Root, cfg.State} {
+		if err := os.MkdirAll(dir, 0o711); err != nil {
+			return fmt.Errorf("create %s: %w", dir, err)
+		}
+	}
+	unlock, err := lockState(cfg.State)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	reg := prometheus.NewRegistry()
+	metrics, err := server.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	srv, err := server.New(server.Options{
+		Config:           cfg,
+		Network:          network.ConfDirStatus{Dir: cfg.CNI.ConfDir},
+		Logger:           log,
+		Metrics:          metrics,
+		DebugPanicMethod: os.Getenv(debugPanicEnv),
+	})
+	if err != nil {
+		return err
+	}
+
+	sock, err := listenSocket(cfg.Address, cfg.SocketGroup)
+	if err != nil {
+		return err
+	}
+	defer sock.remove(log)
+
+	var metricsServer *http.Server
+	if cfg.MetricsAddress != "" {
+		if metricsServer, err = serveMetrics(cfg.MetricsAddress, reg, log); err != nil {
+			return err
+		}
+	}
+
+	g := srv.GRPCServer()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- g.Serve(sock.listener) }()
+	log.Info("berth serving CRI", "address", cfg.Address, "version", version.Version,
+		"root", cfg.Root, "state", cfg.State, "cgroup_driver", cfg.CgroupDriver, "metrics_address", cfg.MetricsAddress)
+
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("serve CRI on %s: %w", cfg.Address, err)
+	case <-ctx.Done():
+	}
+	log.Info("berth shutting down")
+	stopGRPC(g, gracePeriod)
+	if metricsServer != nil {
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), gracePeriod)
+		defer cancel()
+		_ = metricsServer.Shutdown(shutdownCtx)
+	}
+	return nil
+}
+
+func stopGRPC(g *grpc.Server, grace time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		g.GracefulStop()
+		close(done)
+	}()
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		g.Stop()
+		<-done
+	}
+}

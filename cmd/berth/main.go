@@ -1,0 +1,45 @@
+// Command berth is the berth CRI runtime daemon.
+//
+// Keep this package cheap to start: package-level initialisation and init()
+// functions run before main on every re-exec of this binary (libcontainer's
+// init, the pod monitor, pause), so they must have no side effects.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/berth-runtime/berth/internal/config"
+)
+
+func main() {
+	os.Exit(run(os.Args, os.Stdout, os.Stderr))
+}
+
+// run dispatches on the first argument before any flag is parsed, so that
+// hidden subcommands (libcontainer's init re-exec, the pod monitor, pause)
+// can take over the process with their own argument conventions.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 1 {
+		switch args[1] {
+		case "config":
+			return configCommand(args[2:], stdout, stderr)
+		}
+	}
+	return daemonCommand(args[1:], stdout, stderr)
+}
+
+const configUsage = "usage: berth config default   print the default configuration file"
+
+func configCommand(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 1 || args[0] != "default" {
+		fmt.Fprintln(stderr, configUsage)
+		return 2
+	}
+	if err := config.Default().WriteTOML(stdout); err != nil {
+		fmt.Fprintf(stderr, "berth: %v\n", err)
+		return 1
+	}
+	return 0
+}

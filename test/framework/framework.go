@@ -1,0 +1,67 @@
+// Package framework runs real berth daemons for end-to-end tests: it
+// builds the binary, starts daemons in private temp dirs, talks CRI to
+// them through their sockets and cleans everything up.
+//
+// Environment:
+//
+//	BERTH_BINARY         berth binary to test instead of building ./cmd/berth
+//	BERTH_CNI_BIN_DIR    CNI plugin binaries (passed to every daemon if set)
+//	BERTH_CRICTL         crictl binary
+//	BERTH_TEST_REGISTRY  host:port of the local test registry
+//
+// The hack/ scripts set them; tests that need one call the matching helper,
+// which skips the test with a clear message when it is unset.
+package framework
+
+import (
+	"net"
+	"os"
+	"testing"
+)
+
+// Environment variables the tests rely on.
+const (
+	EnvBinary       = "BERTH_BINARY"
+	EnvCNIBinDir    = "BERTH_CNI_BIN_DIR"
+	EnvCrictl       = "BERTH_CRICTL"
+	EnvTestRegistry = "BERTH_TEST_REGISTRY"
+)
+
+// CNIBinDir returns $BERTH_CNI_BIN_DIR or skips the test.
+func CNIBinDir(t testing.TB) string { return requireEnv(t, EnvCNIBinDir, "CNI plugins") }
+
+// Crictl returns $BERTH_CRICTL or skips the test.
+func Crictl(t testing.TB) string { return requireEnv(t, EnvCrictl, "crictl") }
+
+// TestRegistry returns $BERTH_TEST_REGISTRY or skips the test.
+func TestRegistry(t testing.TB) string {
+	return requireEnv(t, EnvTestRegistry, "the local test registry")
+}
+
+func requireEnv(t testing.TB, name, what string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		t.Skipf("needs %s: $%s is unset (hack/test sets it up)", what, name)
+	}
+	return v
+}
+
+// RequireRoot skips the test unless it runs as root.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+}
+
+// FreeTCPAddr returns a loopback host:port that was free a moment ago.
+func FreeTCPAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
