@@ -1,0 +1,339 @@
+package main
+
+import (
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"path/filepath"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// keyVersion is part of every cache key: bump it when the way images are made
+// changes in a way their inputs do not show (tar header fields, config fields).
+const keyVersion = "mkimage-v1"
+
+// builtImage is one pushable entry of $BERTH_IMAGES/current.json.
+type builtImage struct {
+	Name   string   `json:"name"`
+	Refs   []string `json:"refs"`
+	Layout string   `json:"layout"` // an OCI image layout whose index.json has this one manifest
+	Digest string   `json:"digest"` // of the image manifest or the image index
+	Index  bool     `json:"index"`
+}
+
+type builder struct {
+	out    string            // $BERTH_IMAGES
+	rootfs map[string]string // -rootfs NAME=DIR
+	tmp    string            // scratch directory for layer tars
+	// tars caches the built tar of a rootfs/entries layer by its source, since
+	// computing the key of an image already needs it.
+	tars map[string]tarFile
+}
+
+type tarFile struct{ path, diffID string }
+
+// layerKey returns what identifies the layer's content: its declared key, or
+// the sha256 of its tar (built once into b.tmp and kept for the image build).
+func (b *builder) layerKey(src layerSource) (string, error) {
+	if k := src.key(); k != "" {
+		return k, nil
+	}
+	id := fmt.Sprintf("%T%+v", src, src)
+	if t, ok := b.tars[id]; ok {
+		return "sha256:" + t.diffID, nil
+	}
+	p, diffID, err := writeTarFile(b.tmp, src, b.rootfs)
+	if err != nil {
+		return "", err
+	}
+	b.tars[id] = tarFile{p, diffID}
+	return "sha256:" + diffID, nil
+}
+
+// imageKey hashes everything an image is made from.
+func (b *builder) imageKey(spec imageSpec) (string, error) {
+	type layerIn struct{ Content, CreatedBy string }
+	in := struct {
+		Version  string
+		OCI      bool
+		Platform v1.Platform
+		Config   v1.Config
+		Gzip     int
+		Layers   []layerIn
+	}{keyVersion, spec.oci, spec.platform, spec.config, spec.gzipLevel, nil}
+	for _, src := range spec.layers {
+		k, err := b.layerKey(src)
+		if err != nil {
+			return "", err
+		}
+		in.Layers = append(in.Layers, layerIn{k, src.describe()})
+	}
+	return hashJSON(in)
+}
+
+func hashJSON(v any) (string, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:16]), nil
+}
+
+// buildImage returns the image from its cached layout, building it first when
+// no layout exists for its key.
+func (b *builder) buildImage(spec imageSpec) (v1.Image, string, error) {
+	key, err := b.imageKey(spec)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", spec.name, err)
+	}
+	dir := filepath.Join(b.out, "oci", spec.name, key)
+	if img, err := loadImage(dir); err == nil {
+		log.Printf("%s: cached (%s)", spec.name, dir)
+		return img, dir, nil
+	}
+	start := time.Now()
+	img, err := b.makeImage(spec)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", spec.name, err)
+	}
+	if err := writeLayout(dir, func(p layout.Path) error { return p.AppendImage(img) }); err != nil {
+		return nil, "", fmt.Errorf("%s: %w", spec.name, err)
+	}
+	log.Printf("%s: built in %s (%s)", spec.name, time.Since(start).Round(time.Millisecond), dir)
+	img, err = loadImage(dir)
+	return img, dir, err
+}
+
+func (b *builder) makeImage(spec imageSpec) (v1.Image, error) {
+	layerType := types.DockerLayer
+	img := empty.Image
+	if spec.oci {
+		layerType = types.OCILayer
+		img = mutate.MediaType(img, types.OCIManifestSchema1)
+		img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	}
+	level := spec.gzipLevel
+	if level == 0 {
+		level = gzip.DefaultCompression
+	}
+	var adds []mutate.Addendum
+	for _, src := range spec.layers {
+		tarPath, err := b.tarPath(src)
+		if err != nil {
+			return nil, err
+		}
+		layer, err := tarball.LayerFromOpener(
+			func() (io.ReadCloser, error) { return os.Open(tarPath) },
+			tarball.WithCompressionLevel(level),
+			tarball.WithMediaType(layerType),
+			// Compress once for the digest and reuse it for the layout.
+			tarball.WithCompressedCaching,
+		)
+		if err != nil {
+			return nil, err
+		}
+		adds = append(adds, mutate.Addendum{
+			Layer:   layer,
+			History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "berth mkimage: " + src.describe()},
+		})
+	}
+	img, err := mutate.Append(img, adds...)
+	if err != nil {
+		return nil, err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.Created = v1.Time{Time: epoch}
+	cf.OS = spec.platform.OS
+	cf.Architecture = spec.platform.Architecture
+	cf.Variant = spec.platform.Variant
+	cf.Config = spec.config
+	return mutate.ConfigFile(img, cf)
+}
+
+// tarPath returns the layer's uncompressed tar, building it when needed.
+func (b *builder) tarPath(src layerSource) (string, error) {
+	if _, err := b.layerKey(src); err != nil {
+		return "", err
+	}
+	if src.key() == "" {
+		return b.tars[fmt.Sprintf("%T%+v", src, src)].path, nil
+	}
+	p, _, err := writeTarFile(b.tmp, src, b.rootfs)
+	return p, err
+}
+
+// buildIndex builds the index's images, then the index, each cached.
+func (b *builder) buildIndex(spec indexSpec) (v1.ImageIndex, string, error) {
+	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	var keys []string
+	var adds []mutate.IndexAddendum
+	for _, is := range spec.images {
+		img, dir, err := b.buildImage(is)
+		if err != nil {
+			return nil, "", err
+		}
+		keys = append(keys, filepath.Base(dir))
+		platform := is.platform
+		adds = append(adds, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &platform}})
+	}
+	key, err := hashJSON(struct {
+		Version string
+		Images  []string
+	}{keyVersion, keys})
+	if err != nil {
+		return nil, "", err
+	}
+	dir := filepath.Join(b.out, "oci", spec.name, key)
+	if ii, err := loadIndex(dir); err == nil {
+		log.Printf("%s: cached (%s)", spec.name, dir)
+		return ii, dir, nil
+	}
+	idx = mutate.AppendManifests(idx, adds...)
+	if err := writeLayout(dir, func(p layout.Path) error { return p.AppendIndex(idx) }); err != nil {
+		return nil, "", fmt.Errorf("%s: %w", spec.name, err)
+	}
+	log.Printf("%s: built (%s)", spec.name, dir)
+	ii, err := loadIndex(dir)
+	return ii, dir, err
+}
+
+// writeLayout makes an OCI layout in a temporary directory beside dir and
+// renames it into place, so dir exists only complete. A concurrent build that
+// got there first wins (same key, same content).
+func writeLayout(dir string, add func(layout.Path) error) error {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), ".tmp-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	p, err := layout.Write(tmp, empty.Index)
+	if err != nil {
+		return err
+	}
+	if err := add(p); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if _, serr := os.Stat(filepath.Join(dir, "index.json")); serr == nil {
+			return nil
+		}
+		return err
+	}
+	return nil
+}
+
+// top returns the one manifest descriptor of a layout written by writeLayout.
+func top(dir string) (v1.ImageIndex, v1.Descriptor, error) {
+	if _, err := os.Stat(filepath.Join(dir, "index.json")); err != nil {
+		return nil, v1.Descriptor{}, err
+	}
+	ii, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		return nil, v1.Descriptor{}, err
+	}
+	m, err := ii.IndexManifest()
+	if err != nil {
+		return nil, v1.Descriptor{}, err
+	}
+	if len(m.Manifests) != 1 {
+		return nil, v1.Descriptor{}, fmt.Errorf("%s: %d manifests, want 1", dir, len(m.Manifests))
+	}
+	return ii, m.Manifests[0], nil
+}
+
+func loadImage(dir string) (v1.Image, error) {
+	ii, d, err := top(dir)
+	if err != nil {
+		return nil, err
+	}
+	if d.MediaType.IsIndex() {
+		return nil, errors.New(dir + ": is an index")
+	}
+	return ii.Image(d.Digest)
+}
+
+func loadIndex(dir string) (v1.ImageIndex, error) {
+	ii, d, err := top(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !d.MediaType.IsIndex() {
+		return nil, errors.New(dir + ": is not an index")
+	}
+	return ii.ImageIndex(d.Digest)
+}
+
+// build builds (or finds cached) every image and index of the table and
+// writes $BERTH_IMAGES/current.json, which push reads.
+func build(out string, rootfs map[string]string) error {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(out, ".build-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	b := &builder{out: out, rootfs: rootfs, tmp: tmp, tars: map[string]tarFile{}}
+	var current []builtImage
+	for _, spec := range images() {
+		img, dir, err := b.buildImage(spec)
+		if err != nil {
+			return err
+		}
+		d, err := img.Digest()
+		if err != nil {
+			return err
+		}
+		current = append(current, builtImage{Name: spec.name, Refs: spec.refs, Layout: dir, Digest: d.String()})
+	}
+	for _, spec := range indexes() {
+		ii, dir, err := b.buildIndex(spec)
+		if err != nil {
+			return err
+		}
+		d, err := ii.Digest()
+		if err != nil {
+			return err
+		}
+		current = append(current, builtImage{Name: spec.name, Refs: spec.refs, Layout: dir, Digest: d.String(), Index: true})
+	}
+	data, err := json.MarshalIndent(current, "", "  ")
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(out, ".current-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(append(data, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), filepath.Join(out, "current.json"))
+}

@@ -1,0 +1,121 @@
+// Command mkimage builds berth's offline test images and pushes them to a
+// registry. It is the Go half of hack/build-images and hack/registry.
+//
+//	mkimage build -out DIR -rootfs NAME=DIR ...   build every image of the table (images.go)
+//	                                              into DIR/oci/NAME/KEY (OCI layouts), reusing
+//	                                              any whose inputs did not change; write DIR/current.json
+//	mkimage push -images DIR -registry HOST:PORT [-user U -password P]
+//	                                              push what current.json lists, under all its references
+//	mkimage list                                  print every reference the table pushes
+//	mkimage htpasswd USER PASSWORD                print an htpasswd line (bcrypt)
+//	mkimage freeport                              print a free TCP port on 127.0.0.1
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+type rootfsFlag map[string]string
+
+func (f rootfsFlag) String() string { return fmt.Sprint(map[string]string(f)) }
+
+func (f rootfsFlag) Set(v string) error {
+	name, dir, ok := strings.Cut(v, "=")
+	if !ok || name == "" || dir == "" {
+		return fmt.Errorf("want NAME=DIR, got %q", v)
+	}
+	f[name] = dir
+	return nil
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, `usage: mkimage build -out DIR [-rootfs NAME=DIR ...]
+       mkimage push -images DIR -registry HOST:PORT [-user USER -password PASSWORD] [-jobs N]
+       mkimage list
+       mkimage htpasswd USER PASSWORD
+       mkimage freeport`)
+	os.Exit(2)
+}
+
+func main() {
+	log.SetFlags(0)
+	log.SetPrefix("mkimage: ")
+	if len(os.Args) < 2 {
+		usage()
+	}
+	cmd, args := os.Args[1], os.Args[2:]
+	fs := flag.NewFlagSet(cmd, flag.ExitOnError)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	var err error
+	switch cmd {
+	case "build":
+		out := fs.String("out", os.Getenv("BERTH_IMAGES"), "image cache directory ($BERTH_IMAGES)")
+		rootfs := rootfsFlag{}
+		fs.Var(rootfs, "rootfs", "NAME=DIR: a root filesystem the table refers to (repeatable)")
+		fs.Parse(args)
+		if *out == "" {
+			log.Fatal("build: -out or $BERTH_IMAGES is required")
+		}
+		err = build(*out, rootfs)
+	case "push":
+		images := fs.String("images", os.Getenv("BERTH_IMAGES"), "image cache directory ($BERTH_IMAGES)")
+		registry := fs.String("registry", "", "registry HOST:PORT (plain HTTP)")
+		user := fs.String("user", "", "basic auth user")
+		password := fs.String("password", os.Getenv("BERTH_PUSH_PASSWORD"), "basic auth password ($BERTH_PUSH_PASSWORD)")
+		jobs := fs.Int("jobs", 4, "images pushed at once")
+		fs.Parse(args)
+		if *images == "" || *registry == "" {
+			log.Fatal("push: -images (or $BERTH_IMAGES) and -registry are required")
+		}
+		err = push(ctx, *images, *registry, *user, *password, max(*jobs, 1))
+	case "list":
+		fs.Parse(args)
+		for _, s := range images() {
+			for _, r := range s.refs {
+				fmt.Println(r)
+			}
+		}
+		for _, s := range indexes() {
+			for _, r := range s.refs {
+				fmt.Println(r)
+			}
+		}
+	case "htpasswd":
+		fs.Parse(args)
+		if fs.NArg() != 2 {
+			usage()
+		}
+		// The lowest cost: the registry checks the password on every request,
+		// and this is a test credential.
+		var hash []byte
+		hash, err = bcrypt.GenerateFromPassword([]byte(fs.Arg(1)), bcrypt.MinCost)
+		if err == nil {
+			fmt.Printf("%s:%s\n", fs.Arg(0), hash)
+		}
+	case "freeport":
+		fs.Parse(args)
+		var l net.Listener
+		l, err = net.Listen("tcp", "127.0.0.1:0")
+		if err == nil {
+			fmt.Println(l.Addr().(*net.TCPAddr).Port)
+			l.Close()
+		}
+	default:
+		usage()
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+}
