@@ -121,6 +121,11 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return err
 	}
 
+	unlockSocket, err := lockSocket(cfg.Address)
+	if err != nil {
+		return err
+	}
+	defer unlockSocket()
 	sock, err := listenSocket(cfg.Address, cfg.SocketGroup)
 	if err != nil {
 		return err

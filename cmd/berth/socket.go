@@ -23,6 +23,30 @@ const lockFile = "berth.lock"
 // default), so processes berth spawns do not inherit the lock.
 func lockState(dir string) (unlock func(), err error) {
 	path := filepath.Join(dir, lockFile)
+	unlock, err = lockPath(path)
+	if errors.Is(err, errLocked) {
+		return nil, fmt.Errorf("another berth is already using state dir %s (%s is locked)", dir, path)
+	}
+	return unlock, err
+}
+
+// lockSocket takes an exclusive lock beside the socket path, so that two
+// daemons with different state dirs cannot both decide at the same moment
+// that the socket is stale and take it over.
+func lockSocket(path string) (unlock func(), err error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o711); err != nil {
+		return nil, fmt.Errorf("create socket dir: %w", err)
+	}
+	unlock, err = lockPath(path + ".lock")
+	if errors.Is(err, errLocked) {
+		return nil, fmt.Errorf("another berth is already serving %s (%s.lock is locked)", path, path)
+	}
+	return unlock, err
+}
+
+var errLocked = errors.New("locked by another process")
+
+func lockPath(path string) (unlock func(), err error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open lock file: %w", err)
@@ -30,7 +54,7 @@ func lockState(dir string) (unlock func(), err error) {
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("another berth is already using state dir %s (%s is locked)", dir, path)
+			return nil, errLocked
 		}
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
