@@ -1,0 +1,202 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/berth-runtime/berth/internal/store"
+	"github.com/berth-runtime/berth/network"
+)
+
+// Network is the CNI side of a pod, as network.CNI implements it.
+type Network interface {
+	Setup(ctx context.Context, pod *network.Pod) (*network.Result, error)
+	Teardown(ctx context.Context, pod *network.Pod) error
+	GC(ctx context.Context, keep map[string]bool) ([]string, error)
+	SetPodCIDRs(cidrs []string) error
+}
+
+// Containers lets the container service stop and remove a pod's
+// containers before the pod itself goes. Optional until containers exist.
+type Containers interface {
+	StopPodContainers(ctx context.Context, podID string) error
+	RemovePodContainers(ctx context.Context, podID string) error
+}
+
+// Options configure a Manager.
+type Options struct {
+	// StateDir is the volatile state root: records and per-pod files go
+	// to StateDir/sandboxes, netns pins to StateDir/netns.
+	StateDir string
+	Network  Network
+	Pause    PauseRuntime // default: DirectPause
+	// CgroupDriver is cgroupfs or systemd; DefaultCgroupParent is used
+	// when the pod names none (default /berth, or berth.slice).
+	CgroupDriver        string
+	DefaultCgroupParent string
+	// StopGrace is how long pause gets after SIGTERM (default 2s; it
+	// exits at once unless something is badly wrong).
+	StopGrace time.Duration
+	// RunTimeout bounds one RunPodSandbox, which goes on after its caller
+	// gave up so that a retry finds the pod (default 4m, the kubelet's
+	// runtime request timeout is 2m).
+	RunTimeout time.Duration
+	Containers Containers
+	Logger     *slog.Logger
+	hosts      hostSource // tests only
+}
+
+// Manager runs pod sandboxes. It answers every query from memory.
+type Manager struct {
+	opts    Options
+	log     *slog.Logger
+	net     Network
+	netns   *network.NetNS
+	pause   PauseRuntime
+	records *store.Records[Record]
+	dir     string
+	names   *names
+
+	mu   sync.RWMutex
+	pods map[string]*pod
+}
+
+// New loads the pods of a previous run and reconciles them with what
+// really exists (see recover.go) before it returns.
+func New(ctx context.Context, opts Options) (*Manager, error) {
+	if opts.StateDir == "" || opts.Network == nil {
+		return nil, errors.New("sandbox: StateDir and Network are required")
+	}
+	if opts.Pause == nil {
+		opts.Pause = &DirectPause{}
+	}
+	if opts.CgroupDriver == "" {
+		opts.CgroupDriver = DriverCgroupfs
+	}
+	if opts.DefaultCgroupParent == "" {
+		opts.DefaultCgroupParent = "/berth"
+		if opts.CgroupDriver == DriverSystemd {
+			opts.DefaultCgroupParent = "berth.slice"
+		}
+	}
+	if opts.StopGrace == 0 {
+		opts.StopGrace = 2 * time.Second
+	}
+	if opts.RunTimeout == 0 {
+		opts.RunTimeout = 4 * time.Minute
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.hosts == (hostSource{}) {
+		opts.hosts = defaultHostSource
+	}
+	// The default parent must be usable, or every pod without a parent
+	// would fail late.
+	if _, err := podCgroupPath(opts.CgroupDriver, "", opts.DefaultCgroupParent, "x"); err != nil {
+		return nil, fmt.Errorf("sandbox: default cgroup parent: %w", err)
+	}
+	dir := filepath.Join(opts.StateDir, "sandboxes")
+	records, err := store.Open[Record](dir)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	nsm, err := network.NewNetNS(filepath.Join(opts.StateDir, "netns"))
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	m := &Manager{
+		opts:    opts,
+		log:     opts.Logger.With("component", "sandbox"),
+		net:     opts.Network,
+		netns:   nsm,
+		pause:   opts.Pause,
+		records: records,
+		dir:     dir,
+		names:   newNames(),
+		pods:    map[string]*pod{},
+	}
+	if err := m.recover(ctx); err != nil {
+		m.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// Close releases the pause watchers. Pods keep running.
+func (m *Manager) Close() {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	for _, p := range m.pods {
+		p.mu.RLock()
+		if p.pause != nil {
+			p.pause.Close()
+		}
+		p.mu.RUnlock()
+	}
+}
+
+// UpdatePodCIDR hands the node's pod CIDRs (UpdateRuntimeConfig) to IPAM.
+func (m *Manager) UpdatePodCIDR(ctx context.Context, cidrs string) error {
+	var list []string
+	for _, c := range strings.Split(cidrs, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			list = append(list, c)
+		}
+	}
+	if err := m.net.SetPodCIDRs(list); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return nil
+}
+
+// lookup finds a pod by id or unique id prefix.
+func (m *Manager) lookup(id string) (*pod, error) {
+	if id == "" {
+		return nil, fmt.Errorf("%w: empty id", ErrNotFound)
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if p, ok := m.pods[id]; ok {
+		return p, nil
+	}
+	var found *pod
+	for full, p := range m.pods {
+		if strings.HasPrefix(full, id) {
+			if found != nil {
+				return nil, fmt.Errorf("%w: id prefix %s is ambiguous", ErrNotFound, id)
+			}
+			found = p
+		}
+	}
+	if found == nil {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	return found, nil
+}
+
+func (m *Manager) add(p *pod) {
+	m.mu.Lock()
+	m.pods[p.rec.ID] = p
+	m.mu.Unlock()
+}
+
+func (m *Manager) drop(id string) {
+	m.mu.Lock()
+	delete(m.pods, id)
+	m.mu.Unlock()
+}
+
+func newID() string {
+	var b [32]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

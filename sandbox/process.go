@@ -1,0 +1,164 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrProcessGone is returned when the process a record names has exited,
+// or its pid now belongs to another process.
+var ErrProcessGone = errors.New("process gone")
+
+// Process is a handle on a running process by pidfd: signals cannot hit a
+// recycled pid, and its exit is seen through the netpoller (no thread
+// blocked per pod, no polling loop), whether or not berth is its parent.
+type Process struct {
+	pid       int
+	startTime uint64
+	file      *os.File // the pidfd
+	done      chan struct{}
+	// reap, when berth is the parent, collects the exit status so the
+	// process does not stay a zombie.
+	reap   func()
+	exited atomic.Bool
+	once   sync.Once
+}
+
+// OpenProcess adopts pid, provided it still is the process that started
+// at startTime (clock ticks since boot, /proc/<pid>/stat field 22).
+func OpenProcess(pid int, startTime uint64, reap func()) (*Process, error) {
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return nil, fmt.Errorf("pid %d: %w", pid, ErrProcessGone)
+		}
+		return nil, fmt.Errorf("pidfd_open %d: %w", pid, err)
+	}
+	// Checked after the pidfd exists: from here on the pid cannot be
+	// reused, so a match means the pidfd is the right process.
+	st, err := processStartTime(pid)
+	if err != nil || (startTime != 0 && st != startTime) {
+		unix.Close(fd)
+		return nil, fmt.Errorf("pid %d: %w", pid, ErrProcessGone)
+	}
+	// A zombie nobody reaped yet is as gone as a reaped process.
+	if n, _ := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 0); n > 0 && reap == nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("pid %d: %w", pid, ErrProcessGone)
+	}
+	p := &Process{pid: pid, startTime: st, file: os.NewFile(uintptr(fd), "pidfd"), done: make(chan struct{}), reap: reap}
+	go p.wait()
+	return p, nil
+}
+
+func (p *Process) wait() {
+	defer close(p.done)
+	rc, err := p.file.SyscallConn()
+	if err != nil {
+		return
+	}
+	// A pidfd polls readable once the process exited; the check makes a
+	// spurious wakeup harmless.
+	err = rc.Read(func(fd uintptr) bool {
+		n, _ := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 0)
+		return n > 0
+	})
+	if err != nil {
+		return // closed while still running
+	}
+	p.exited.Store(true)
+	if p.reap != nil {
+		p.reap()
+	}
+}
+
+// Done is closed when the process has exited (or the handle was closed).
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Pid is the process id.
+func (p *Process) Pid() int { return p.pid }
+
+// StartTime identifies the process together with its pid.
+func (p *Process) StartTime() uint64 { return p.startTime }
+
+// Exited reports whether the process has exited (as opposed to the
+// handle having been closed).
+func (p *Process) Exited() bool { return p.exited.Load() }
+
+func (p *Process) signal(sig unix.Signal) error {
+	err := unix.PidfdSendSignal(int(p.file.Fd()), sig, nil, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return nil
+	}
+	return err
+}
+
+// Stop sends SIGTERM, waits up to grace for the exit, then SIGKILLs and
+// waits again. It never sleeps: it waits on the exit notification.
+func (p *Process) Stop(ctx context.Context, grace time.Duration) error {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	if grace > 0 {
+		if err := p.signal(unix.SIGTERM); err != nil {
+			return fmt.Errorf("signal pid %d: %w", p.pid, err)
+		}
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-p.done:
+			return nil
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
+	if err := p.signal(unix.SIGKILL); err != nil {
+		return fmt.Errorf("kill pid %d: %w", p.pid, err)
+	}
+	select {
+	case <-p.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wait for pid %d: %w", p.pid, ctx.Err())
+	}
+}
+
+// Close releases the pidfd; Done is closed.
+func (p *Process) Close() {
+	p.once.Do(func() { p.file.Close() })
+}
+
+// processStartTime reads field 22 of /proc/<pid>/stat. The command name
+// (field 2) may hold spaces and parentheses, so fields are counted from
+// the last ')'.
+func processStartTime(pid int) (uint64, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	return parseStartTime(data)
+}
+
+func parseStartTime(stat []byte) (uint64, error) {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, errors.New("malformed stat")
+	}
+	fields := bytes.Fields(stat[i+1:])
+	// fields[0] is field 3 (state); field 22 is fields[19].
+	if len(fields) < 20 {
+		return 0, errors.New("malformed stat")
+	}
+	return strconv.ParseUint(string(fields[19]), 10, 64)
+}

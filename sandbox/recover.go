@@ -1,0 +1,169 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/berth-runtime/berth/network"
+)
+
+// watch marks the pod not ready when its pause exits on its own.
+func (m *Manager) watch(p *pod, proc *Process) {
+	<-proc.Done()
+	if !proc.Exited() {
+		return // handle closed: berth is shutting down or stopping it
+	}
+	p.op.Lock()
+	defer p.op.Unlock()
+	p.mu.Lock()
+	if p.removed || p.pause != proc || p.rec.State != StateReady {
+		p.mu.Unlock()
+		return
+	}
+	p.pause = nil
+	p.rec.State, p.rec.PausePid, p.rec.PauseStart = StateNotReady, 0, 0
+	rec := p.rec
+	p.mu.Unlock()
+	proc.Close()
+	m.log.Warn("pause exited: pod sandbox not ready", "pod", rec.ID)
+	if err := m.records.Put(rec.ID, &rec); err != nil {
+		m.log.Error("persist pod state", "pod", rec.ID, "error", err)
+	}
+}
+
+// recover rebuilds the index from the records and reconciles it with the
+// host: pods whose pause died while berth was away become not ready; a pod
+// a crash left half-made is undone; netns pins, pod directories and CNI
+// attachments that no pod owns are released. Each cleanup is logged.
+func (m *Manager) recover(ctx context.Context) error {
+	recs, corrupt, err := m.records.LoadAll()
+	if err != nil {
+		return fmt.Errorf("sandbox: load records: %w", err)
+	}
+	for _, c := range corrupt {
+		m.log.Error("unreadable pod record moved aside", "pod", c.ID, "path", c.Path, "error", c.Err)
+	}
+	for id, rec := range recs {
+		p := &pod{rec: *rec}
+		cfg, err := decodeConfig(rec.Config)
+		if err != nil {
+			m.log.Error("pod record with unreadable config: cleaning up", "pod", id, "error", err)
+			p.rec.State = StateCreating
+			cfg = nil
+		}
+		p.cfg = cfg
+		if p.rec.State == StateCreating {
+			m.undoCrashed(ctx, p)
+			continue
+		}
+		m.adoptPause(p)
+		m.add(p)
+		m.names.restore(nameKey(cfg.GetMetadata()), id)
+	}
+	m.cleanOrphans(ctx)
+	return nil
+}
+
+// undoCrashed releases a pod whose RunPodSandbox never finished.
+func (m *Manager) undoCrashed(ctx context.Context, p *pod) {
+	id := p.rec.ID
+	if p.rec.PausePid != 0 {
+		if proc, err := OpenProcess(p.rec.PausePid, p.rec.PauseStart, nil); err == nil {
+			p.pause = proc
+		}
+	}
+	cg, err := newPodCgroup(p.rec.CgroupPath)
+	if err != nil {
+		m.log.Error("half-made pod: bad cgroup path", "pod", id, "error", err)
+		return
+	}
+	if err := m.undo(ctx, p, cg); err != nil {
+		m.log.Error("clean up half-made pod", "pod", id, "error", err)
+		return
+	}
+	m.log.Warn("cleaned up pod left half-made by a crash", "pod", id)
+}
+
+// adoptPause re-attaches to a pod's pause by pidfd, or records its death.
+func (m *Manager) adoptPause(p *pod) {
+	if p.rec.PausePid == 0 {
+		return
+	}
+	proc, err := OpenProcess(p.rec.PausePid, p.rec.PauseStart, nil)
+	if err == nil {
+		p.pause = proc
+		go m.watch(p, proc)
+		return
+	}
+	if !errors.Is(err, ErrProcessGone) {
+		m.log.Error("adopt pause", "pod", p.rec.ID, "pid", p.rec.PausePid, "error", err)
+	}
+	if p.rec.State == StateReady {
+		m.log.Warn("pause died while berth was away: pod sandbox not ready", "pod", p.rec.ID, "pid", p.rec.PausePid)
+	}
+	p.rec.State, p.rec.PausePid, p.rec.PauseStart = StateNotReady, 0, 0
+	if err := m.records.Put(p.rec.ID, &p.rec); err != nil {
+		m.log.Error("persist pod state", "pod", p.rec.ID, "error", err)
+	}
+}
+
+// cleanOrphans releases netns pins, pod directories and CNI attachments
+// of pods berth has no record of.
+func (m *Manager) cleanOrphans(ctx context.Context) {
+	m.mu.RLock()
+	known := make(map[string]bool, len(m.pods))
+	attached := map[string]bool{}
+	for id, p := range m.pods {
+		known[id] = true
+		if p.rec.Attached {
+			attached[id] = true
+		}
+	}
+	m.mu.RUnlock()
+
+	pins, err := m.netns.List()
+	if err != nil {
+		m.log.Error("list netns pins", "error", err)
+	}
+	for _, id := range pins {
+		if known[id] {
+			continue
+		}
+		path := m.netns.Path(id)
+		// DEL first, while the interfaces can still be found in the netns.
+		if err := m.net.Teardown(ctx, &network.Pod{ID: id, NetNS: path}); err != nil {
+			m.log.Error("detach orphaned netns", "pod", id, "error", err)
+		}
+		if err := m.netns.Remove(ctx, path); err != nil {
+			m.log.Error("remove orphaned netns pin", "pod", id, "error", err)
+			continue
+		}
+		m.log.Warn("removed netns pin no pod owns", "pod", id, "path", path)
+	}
+
+	entries, err := os.ReadDir(m.dir)
+	if err != nil {
+		m.log.Error("list pod dirs", "error", err)
+	}
+	for _, e := range entries {
+		if !e.IsDir() || known[e.Name()] {
+			continue
+		}
+		if err := (podFiles{dir: filepath.Join(m.dir, e.Name())}).remove(); err != nil {
+			m.log.Error("remove orphaned pod dir", "pod", e.Name(), "error", err)
+			continue
+		}
+		m.log.Warn("removed pod dir no pod owns", "pod", e.Name())
+	}
+
+	gone, err := m.net.GC(ctx, attached)
+	for _, id := range gone {
+		m.log.Warn("released CNI attachment no pod owns", "pod", id)
+	}
+	if err != nil {
+		m.log.Error("CNI garbage collection", "error", err)
+	}
+}

@@ -1,0 +1,68 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Remove stops the pod if needed, removes its containers and everything
+// it has on disk and in the cgroup tree, then forgets it. Removing an
+// unknown pod succeeds.
+func (m *Manager) Remove(ctx context.Context, id string) error {
+	p, err := m.lookup(id)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	p.op.Lock()
+	defer p.op.Unlock()
+	if p.removed {
+		return nil
+	}
+	rec, _ := p.snapshot()
+	if c := m.opts.Containers; c != nil {
+		if err := c.StopPodContainers(ctx, rec.ID); err != nil {
+			return fmt.Errorf("pod %s: stop containers: %w", rec.ID, err)
+		}
+	}
+	if err := m.release(ctx, p); err != nil {
+		return err
+	}
+	if c := m.opts.Containers; c != nil {
+		if err := c.RemovePodContainers(ctx, rec.ID); err != nil {
+			return fmt.Errorf("pod %s: remove containers: %w", rec.ID, err)
+		}
+	}
+	cg, err := newPodCgroup(rec.CgroupPath)
+	if err != nil {
+		return fmt.Errorf("pod %s: %w", rec.ID, err)
+	}
+	if err := m.purge(p, cg); err != nil {
+		return err
+	}
+	m.log.Info("pod sandbox removed", "pod", rec.ID)
+	return nil
+}
+
+// purge removes a released pod's cgroup, files and record, and forgets it.
+func (m *Manager) purge(p *pod, cg *podCgroup) error {
+	rec, cfg := p.snapshot()
+	if err := cg.Destroy(); err != nil {
+		return fmt.Errorf("pod %s: %w", rec.ID, err)
+	}
+	if err := (podFiles{dir: rec.Dir}).remove(); err != nil {
+		return fmt.Errorf("pod %s: %w", rec.ID, err)
+	}
+	if err := m.records.Delete(rec.ID); err != nil {
+		return fmt.Errorf("pod %s: %w", rec.ID, err)
+	}
+	p.mu.Lock()
+	p.removed = true
+	p.mu.Unlock()
+	m.drop(rec.ID)
+	m.names.release(nameKey(cfg.GetMetadata()), rec.ID)
+	return nil
+}

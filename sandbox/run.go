@@ -1,0 +1,188 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-runtime/berth/network"
+)
+
+// Run creates and starts a pod sandbox and returns its id. A call for a
+// name (name, namespace, uid, attempt) that another call is creating
+// waits for it and returns its pod; one for a name that exists returns it.
+func (m *Manager) Run(ctx context.Context, cfg *runtimeapi.PodSandboxConfig, handler string) (string, error) {
+	key := nameKey(cfg.GetMetadata())
+	for {
+		r, mine := m.names.claim(key)
+		if mine {
+			// Detached from the caller: a kubelet that timed out retries
+			// and must find this work finished, not abandoned half-way.
+			runCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.opts.RunTimeout)
+			id, err := m.run(runCtx, cfg, handler)
+			cancel()
+			m.names.finish(key, r, id, err)
+			return id, err
+		}
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return "", fmt.Errorf("pod %s: waiting for the RunPodSandbox already creating it: %w", key, ctx.Err())
+		}
+		if r.err == nil {
+			m.log.Info("RunPodSandbox retried: returning the pod of the first call", "pod", r.id, "name", key)
+			return r.id, nil
+		}
+		// The first call failed and freed the name: try again ourselves.
+	}
+}
+
+func (m *Manager) run(ctx context.Context, cfg *runtimeapi.PodSandboxConfig, handler string) (string, error) {
+	start := time.Now()
+	id := newID()
+	hostNet, hostPID, hostIPC := namespaces(cfg)
+	if err := checkSysctls(cfg.GetLinux().GetSysctls(), hostNet, hostIPC); err != nil {
+		return "", fmt.Errorf("pod %s: %w", id, err)
+	}
+	cgPath, err := podCgroupPath(m.opts.CgroupDriver, cfg.GetLinux().GetCgroupParent(), m.opts.DefaultCgroupParent, id)
+	if err != nil {
+		return "", fmt.Errorf("pod %s: %w: %w", id, ErrInvalid, err)
+	}
+	cg, err := newPodCgroup(cgPath)
+	if err != nil {
+		return "", fmt.Errorf("pod %s: %w", id, err)
+	}
+	cfgBytes, err := proto.Marshal(cfg)
+	if err != nil {
+		return "", fmt.Errorf("pod %s: encode config: %w", id, err)
+	}
+	hostname := cfg.GetHostname()
+	if hostname == "" || hostNet {
+		if hostname, err = os.Hostname(); err != nil {
+			return "", fmt.Errorf("pod %s: %w", id, err)
+		}
+	}
+	p := &pod{cfg: cfg, rec: Record{
+		ID:             id,
+		Config:         cfgBytes,
+		RuntimeHandler: handler,
+		State:          StateCreating,
+		CreatedAt:      start.UnixNano(),
+		Dir:            m.podDir(id),
+		CgroupPath:     cgPath,
+		Hostname:       hostname,
+	}}
+	if !hostNet {
+		p.rec.NetNS = m.netns.Path(id)
+		p.rec.Attached = true
+	}
+	// Written before anything exists: after a crash, recovery finds this
+	// record and undoes whatever part of the pod had been made.
+	if err := m.records.Put(id, &p.rec); err != nil {
+		return "", fmt.Errorf("pod %s: %w", id, err)
+	}
+	if err := m.create(ctx, p, cg, hostNet, hostPID, hostIPC); err != nil {
+		if uerr := m.undo(context.WithoutCancel(ctx), p, cg); uerr != nil {
+			m.log.Error("undo failed RunPodSandbox", "pod", id, "error", uerr)
+		}
+		return "", err
+	}
+	m.add(p)
+	m.log.Info("pod sandbox ready", "pod", id, "name", nameKey(cfg.GetMetadata()),
+		"ips", p.rec.IPs, "pid", p.rec.PausePid, "duration", time.Since(start))
+	return id, nil
+}
+
+// create makes the pod's files, netns, network attachment and pause; CNI
+// ADD runs while pause starts. On error the pod is left for undo.
+func (m *Manager) create(ctx context.Context, p *pod, cg *podCgroup, hostNet, hostPID, hostIPC bool) error {
+	id, cfg := p.rec.ID, p.cfg
+	files := podFiles{dir: p.rec.Dir}
+	if err := files.write(m.opts.hosts, p.rec.Hostname, hostNet, cfg.GetDnsConfig(), nil); err != nil {
+		return fmt.Errorf("pod %s: %w", id, err)
+	}
+	if !hostIPC {
+		if err := files.mountShm(); err != nil {
+			return fmt.Errorf("pod %s: %w", id, err)
+		}
+	}
+	var (
+		wg     sync.WaitGroup
+		netRes *network.Result
+		netErr error
+	)
+	if !hostNet {
+		if _, err := m.netns.Create(ctx, id); err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			netRes, netErr = m.net.Setup(ctx, networkPod(&p.rec, cfg))
+		}()
+	}
+	spec := &PauseSpec{
+		PodID:   id,
+		NetNS:   p.rec.NetNS,
+		NewIPC:  !hostIPC,
+		NewUTS:  !hostNet,
+		NewPID:  !hostPID,
+		Sysctls: cfg.GetLinux().GetSysctls(),
+		Attach:  cg.Attach,
+	}
+	if !hostNet {
+		spec.Hostname = p.rec.Hostname
+	}
+	proc, pauseErr := m.pause.Start(ctx, spec)
+	wg.Wait()
+	if proc != nil {
+		p.pause = proc
+		p.rec.PausePid, p.rec.PauseStart = proc.Pid(), proc.StartTime()
+	}
+	if netErr != nil {
+		// Setup already ran DEL: nothing of the attachment is left.
+		p.rec.Attached = false
+	}
+	if err := errors.Join(netErr, pauseErr); err != nil {
+		return err
+	}
+	if netRes != nil {
+		for _, ip := range netRes.IPs {
+			p.rec.IPs = append(p.rec.IPs, ip.String())
+		}
+		if err := writeFile(files.Hosts(), hostsContent(p.rec.Hostname, net.ParseIP(p.rec.IPs[0]))); err != nil {
+			return fmt.Errorf("pod %s: %w", id, err)
+		}
+	}
+	p.rec.State = StateReady
+	if err := m.records.Put(id, &p.rec); err != nil {
+		return fmt.Errorf("pod %s: %w", id, err)
+	}
+	go m.watch(p, proc)
+	return nil
+}
+
+// undo releases whatever a failed Run made, the record last.
+func (m *Manager) undo(ctx context.Context, p *pod, cg *podCgroup) error {
+	var errs []error
+	if err := m.release(ctx, p); err != nil {
+		errs = append(errs, err)
+	}
+	// A crash may have left a pause whose pid never reached the record.
+	if err := cg.KillAll(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := m.purge(p, cg); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (m *Manager) podDir(id string) string { return m.dir + "/" + id }

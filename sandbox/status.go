@@ -1,0 +1,149 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Info is what a pod's other users (containers, status) need to know.
+type Info struct {
+	ID         string
+	State      State
+	NetNS      string // pin path; empty for host network or once stopped
+	PausePid   int    // 0 when pause is not running
+	CgroupPath string
+	// Files containers of the pod mount: hostname, hosts, resolv.conf and
+	// the shm directory (empty when the pod uses the host's IPC).
+	Hostname, Hosts, Resolv, Shm string
+	Config                       *runtimeapi.PodSandboxConfig
+}
+
+// Get returns a pod by id or unique id prefix.
+func (m *Manager) Get(ctx context.Context, id string) (*Info, error) {
+	p, err := m.lookup(id)
+	if err != nil {
+		return nil, err
+	}
+	rec, cfg := p.snapshot()
+	files := podFiles{dir: rec.Dir}
+	info := &Info{
+		ID: rec.ID, State: rec.State, NetNS: rec.NetNS, PausePid: rec.PausePid,
+		CgroupPath: rec.CgroupPath, Config: cfg,
+		Hostname: files.Hostname(), Hosts: files.Hosts(), Resolv: files.Resolv(),
+	}
+	if _, _, hostIPC := namespaces(cfg); !hostIPC {
+		info.Shm = files.Shm()
+	}
+	return info, nil
+}
+
+func criState(s State) runtimeapi.PodSandboxState {
+	if s == StateReady {
+		return runtimeapi.PodSandboxState_SANDBOX_READY
+	}
+	return runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+}
+
+// Status is PodSandboxStatus: from memory, with the verbose info map when
+// asked for.
+func (m *Manager) Status(ctx context.Context, id string, verbose bool) (*runtimeapi.PodSandboxStatus, map[string]string, error) {
+	p, err := m.lookup(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	rec, cfg := p.snapshot()
+	st := &runtimeapi.PodSandboxStatus{
+		Id:          rec.ID,
+		Metadata:    cfg.GetMetadata(),
+		State:       criState(rec.State),
+		CreatedAt:   rec.CreatedAt,
+		Labels:      cfg.GetLabels(),
+		Annotations: cfg.GetAnnotations(),
+		Linux: &runtimeapi.LinuxPodSandboxStatus{Namespaces: &runtimeapi.Namespace{
+			Options: cfg.GetLinux().GetSecurityContext().GetNamespaceOptions(),
+		}},
+		RuntimeHandler: rec.RuntimeHandler,
+	}
+	st.Network = &runtimeapi.PodSandboxNetworkStatus{}
+	if rec.State == StateReady && len(rec.IPs) > 0 {
+		st.Network.Ip = rec.IPs[0]
+		for _, ip := range rec.IPs[1:] {
+			st.Network.AdditionalIps = append(st.Network.AdditionalIps, &runtimeapi.PodIP{Ip: ip})
+		}
+	}
+	if !verbose {
+		return st, nil, nil
+	}
+	info, err := json.Marshal(verboseInfo{
+		ID: rec.ID, State: rec.State, Pid: rec.PausePid, NetNS: rec.NetNS, IPs: rec.IPs,
+		CgroupPath: rec.CgroupPath, Dir: rec.Dir, Hostname: rec.Hostname,
+		RuntimeHandler: rec.RuntimeHandler, Config: cfg,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("pod %s: verbose info: %w", rec.ID, err)
+	}
+	return st, map[string]string{"info": string(info)}, nil
+}
+
+type verboseInfo struct {
+	ID             string                       `json:"id"`
+	State          State                        `json:"state"`
+	Pid            int                          `json:"pid"`
+	NetNS          string                       `json:"netNamespacePath"`
+	IPs            []string                     `json:"ips,omitempty"`
+	CgroupPath     string                       `json:"cgroupPath"`
+	Dir            string                       `json:"stateDir"`
+	Hostname       string                       `json:"hostname"`
+	RuntimeHandler string                       `json:"runtimeHandler"`
+	Config         *runtimeapi.PodSandboxConfig `json:"config"`
+}
+
+// List is ListPodSandbox with every CRI filter: id (or id prefix), state
+// and label selector. Newest first.
+func (m *Manager) List(ctx context.Context, f *runtimeapi.PodSandboxFilter) []*runtimeapi.PodSandbox {
+	m.mu.RLock()
+	pods := make([]*pod, 0, len(m.pods))
+	for id, p := range m.pods {
+		if f.GetId() != "" && !strings.HasPrefix(id, f.GetId()) {
+			continue
+		}
+		pods = append(pods, p)
+	}
+	m.mu.RUnlock()
+	out := make([]*runtimeapi.PodSandbox, 0, len(pods))
+	for _, p := range pods {
+		rec, cfg := p.snapshot()
+		state := criState(rec.State)
+		if f.GetState() != nil && f.GetState().GetState() != state {
+			continue
+		}
+		if !matchLabels(cfg.GetLabels(), f.GetLabelSelector()) {
+			continue
+		}
+		out = append(out, &runtimeapi.PodSandbox{
+			Id:             rec.ID,
+			Metadata:       cfg.GetMetadata(),
+			State:          state,
+			CreatedAt:      rec.CreatedAt,
+			Labels:         cfg.GetLabels(),
+			Annotations:    cfg.GetAnnotations(),
+			RuntimeHandler: rec.RuntimeHandler,
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt > out[j].CreatedAt })
+	return out
+}
+
+func matchLabels(labels, selector map[string]string) bool {
+	for k, v := range selector {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}

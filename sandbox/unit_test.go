@@ -1,0 +1,103 @@
+package sandbox
+
+import (
+	"errors"
+	"net"
+	"strings"
+	"testing"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+func TestPodCgroupPath(t *testing.T) {
+	tests := []struct {
+		driver, parent, want, wantErr string
+	}{
+		{driver: "cgroupfs", parent: "/kubepods/besteffort/pod123", want: "/kubepods/besteffort/pod123/ID"},
+		{driver: "cgroupfs", parent: "", want: "/berth/ID"},
+		{driver: "cgroupfs", parent: "kubepods", wantErr: "absolute"},
+		{driver: "cgroupfs", parent: "/a/../b", wantErr: "clean"},
+		{driver: "systemd", parent: "kubepods-besteffort-pod1a2b_3c.slice",
+			want: "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1a2b_3c.slice/berth-ID.scope"},
+		{driver: "systemd", parent: "kubepods.slice", want: "/kubepods.slice/berth-ID.scope"},
+		{driver: "systemd", parent: "-.slice", want: "/berth-ID.scope"},
+		{driver: "systemd", parent: "/kubepods/pod1", wantErr: "not a systemd slice"},
+		{driver: "systemd", parent: "a--b.slice", wantErr: "not a valid slice"},
+		{driver: "systemd", parent: "-a.slice", wantErr: "not a valid slice"},
+		{driver: "nope", parent: "/x", wantErr: "unknown cgroup driver"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.driver+" "+tt.parent, func(t *testing.T) {
+			got, err := podCgroupPath(tt.driver, tt.parent, "/berth", "ID")
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("= %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestCheckSysctls(t *testing.T) {
+	tests := []struct {
+		name             string
+		sysctls          map[string]string
+		hostNet, hostIPC bool
+		wantErr          string
+	}{
+		{name: "net and ipc", sysctls: map[string]string{"net.ipv4.ip_unprivileged_port_start": "0", "kernel.shmmax": "1000", "kernel.sem": "1 2 3 4", "fs.mqueue.msg_max": "10"}},
+		{name: "slash form", sysctls: map[string]string{"net/ipv4/conf/eth0.1/forwarding": "1"}},
+		{name: "not namespaced", sysctls: map[string]string{"vm.swappiness": "1"}, wantErr: "not namespaced"},
+		{name: "kernel.hostname", sysctls: map[string]string{"kernel.hostname": "x"}, wantErr: "not namespaced"},
+		{name: "net on host network", sysctls: map[string]string{"net.ipv4.ip_forward": "1"}, hostNet: true, wantErr: "network namespace"},
+		{name: "ipc on host ipc", sysctls: map[string]string{"kernel.msgmax": "1"}, hostIPC: true, wantErr: "IPC namespace"},
+		{name: "dot dot", sysctls: map[string]string{"net/../../vm/swappiness": "1"}, wantErr: "invalid"},
+		{name: "newline value", sysctls: map[string]string{"net.ipv4.ip_forward": "1\n0"}, wantErr: "invalid"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := checkSysctls(tt.sysctls, tt.hostNet, tt.hostIPC)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("err = %v, want ErrInvalid with %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestResolvAndHosts(t *testing.T) {
+	got := string(resolvContent(&runtimeapi.DNSConfig{
+		Servers: []string{"10.0.0.10", "10.0.0.11"}, Searches: []string{"ns.svc.cluster.local", "svc.cluster.local"}, Options: []string{"ndots:5"},
+	}))
+	want := "search ns.svc.cluster.local svc.cluster.local\nnameserver 10.0.0.10\nnameserver 10.0.0.11\noptions ndots:5\n"
+	if got != want {
+		t.Errorf("resolv.conf:\n%s\nwant:\n%s", got, want)
+	}
+	hosts := string(hostsContent("web-0", net.ParseIP("10.1.2.3")))
+	if !strings.HasPrefix(hosts, "127.0.0.1\tlocalhost\n") || !strings.HasSuffix(hosts, "10.1.2.3\tweb-0\n") {
+		t.Errorf("hosts:\n%s", hosts)
+	}
+	if strings.Contains(string(hostsContent("web-0", nil)), "web-0") {
+		t.Error("hosts names the pod without an IP")
+	}
+}
+
+func TestParseStartTime(t *testing.T) {
+	stat := "1234 (we) ird (name)) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10"
+	got, err := parseStartTime([]byte(stat))
+	if err != nil || got != 987654 {
+		t.Fatalf("= %d, %v; want 987654", got, err)
+	}
+	if _, err := parseStartTime([]byte("1 (x) S 1")); err == nil {
+		t.Fatal("short stat accepted")
+	}
+}
