@@ -6,7 +6,6 @@ import (
 	"os"
 )
 
-
 func testLogger(t interface{ Helper() }) *slog.Logger {
 	if os.Getenv("BERTH_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, nil))
