@@ -1,0 +1,147 @@
+package monitord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/opencontainers/runc/libcontainer"
+	"golang.org/x/sys/unix"
+
+	"github.com/berth-runtime/berth/container/monitor"
+)
+
+// DefaultMaxOutput is the kubelet's cap on an exec's output.
+const DefaultMaxOutput = 16 << 20
+
+// execSync runs a command in the container, as a child of the monitor, and
+// returns its exit code and capped output. On timeout the process is
+// killed and the result says so.
+func (c *ctr) execSync(ctx context.Context, r *monitor.ExecRequest) (*monitor.ExecResult, error) {
+	max := r.MaxOutput
+	if max <= 0 {
+		max = DefaultMaxOutput
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, err
+	}
+	sp := c.spec.Process
+	groups := make([]int, 0, len(sp.User.AdditionalGids))
+	for _, g := range sp.User.AdditionalGids {
+		groups = append(groups, int(g))
+	}
+	p := &libcontainer.Process{
+		Args: r.Args, Env: sp.Env, Cwd: sp.Cwd,
+		UID: int(sp.User.UID), GID: int(sp.User.GID), AdditionalGroups: groups,
+		AppArmorProfile: sp.ApparmorProfile,
+		Stdout:          outW, Stderr: errW,
+	}
+	c.mu.Lock()
+	if c.exit != nil || !c.started {
+		c.mu.Unlock()
+		outR.Close()
+		outW.Close()
+		errR.Close()
+		errW.Close()
+		return nil, fmt.Errorf("container %s: %w", c.id, errNotRunning)
+	}
+	err = c.c.Run(p)
+	c.mu.Unlock()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return nil, fmt.Errorf("container %s: exec %q: %w", c.id, r.Args[0], err)
+	}
+	stdout, stderr := newCapped(max), newCapped(max)
+	copied := make(chan struct{}, 2)
+	go func() { io.Copy(stdout, outR); outR.Close(); copied <- struct{}{} }()
+	go func() { io.Copy(stderr, errR); errR.Close(); copied <- struct{}{} }()
+
+	waited := make(chan *os.ProcessState, 1)
+	go func() {
+		st, _ := p.Wait()
+		waited <- st
+	}()
+	var timeout <-chan time.Time
+	if r.Timeout > 0 {
+		t := time.NewTimer(r.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	res := &monitor.ExecResult{}
+	var st *os.ProcessState
+	select {
+	case st = <-waited:
+	case <-timeout:
+		res.TimedOut = true
+	case <-ctx.Done():
+		res.TimedOut = true
+	}
+	if res.TimedOut {
+		p.Signal(unix.SIGKILL)
+		st = <-waited
+	}
+	// The command's children may keep the pipes open: give them a moment,
+	// then answer with what was read.
+	deadline := time.After(drainTimeout)
+	for i := 0; i < 2; i++ {
+		select {
+		case <-copied:
+		case <-deadline:
+			i = 2
+		}
+	}
+	res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
+	if st != nil {
+		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			res.Code = 128 + int(ws.Signal())
+		} else {
+			res.Code = st.ExitCode()
+		}
+	}
+	if res.TimedOut && ctx.Err() != nil {
+		return nil, errors.New("exec cancelled by the caller")
+	}
+	return res, nil
+}
+
+// capped keeps the first max bytes written and discards the rest, without
+// ever failing a write (the writer must keep draining the pipe).
+type capped struct {
+	buf []byte
+	max int
+	mu  chan struct{}
+}
+
+func newCapped(max int) *capped { return &capped{max: max, mu: make(chan struct{}, 1)} }
+
+func (c *capped) Write(p []byte) (int, error) {
+	c.mu <- struct{}{}
+	defer func() { <-c.mu }()
+	if room := c.max - len(c.buf); room > 0 {
+		if len(p) < room {
+			room = len(p)
+		}
+		c.buf = append(c.buf, p[:room]...)
+	}
+	return len(p), nil
+}
+
+func (c *capped) Bytes() []byte {
+	c.mu <- struct{}{}
+	defer func() { <-c.mu }()
+	return append([]byte(nil), c.buf...)
+}

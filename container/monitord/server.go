@@ -1,0 +1,198 @@
+// Package monitord is the per-pod monitor process: the parent of every
+// container of one pod. It creates and starts containers with
+// libcontainer, copies their output into CRI log files, records their
+// exits to disk the moment they happen, and answers berth's calls on a
+// unix socket (package monitor has the protocol). It keeps doing all of it
+// while berth is down.
+package monitord
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+
+	"github.com/berth-runtime/berth/container/monitor"
+)
+
+// Server is one pod's monitor.
+type Server struct {
+	pod  string
+	root string // libcontainer state root
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	ctrs     map[string]*ctr
+	shutdown bool
+	done     chan struct{}
+	once     sync.Once
+}
+
+// New returns a monitor for pod whose libcontainer state lives in root.
+func New(pod, root string, log *slog.Logger) *Server {
+	return &Server{pod: pod, root: root, log: log, ctrs: map[string]*ctr{}, done: make(chan struct{})}
+}
+
+// Serve answers calls on l until a shutdown call finds no container left.
+func (s *Server) Serve(l net.Listener) error {
+	go func() {
+		<-s.done
+		l.Close()
+	}()
+	for {
+		conn, err := l.Accept()
+		if err != nil {
+			select {
+			case <-s.done:
+				return nil
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		go s.handle(conn)
+	}
+}
+
+func (s *Server) handle(conn net.Conn) {
+	defer conn.Close()
+	r := bufio.NewReader(conn)
+	line, err := r.ReadBytes('\n')
+	if err != nil {
+		return
+	}
+	req := &monitor.Request{}
+	var resp *monitor.Response
+	if err := json.Unmarshal(line, req); err != nil {
+		resp = fail(monitor.CodeInvalid, err)
+	} else {
+		// The caller hanging up cancels a wait or an exec.
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			r.ReadByte()
+			cancel()
+		}()
+		resp = s.dispatch(ctx, req)
+		cancel()
+	}
+	data, _ := json.Marshal(resp)
+	conn.Write(append(data, '\n'))
+	if req.Op == monitor.OpShutdown && resp.Error == "" {
+		s.once.Do(func() { close(s.done) })
+	}
+}
+
+func fail(code string, err error) *monitor.Response {
+	return &monitor.Response{Error: err.Error(), Code: code}
+}
+
+var errNotFound = errors.New("no such container")
+
+func (s *Server) get(id string) (*ctr, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.ctrs[id]
+	if !ok {
+		return nil, fmt.Errorf("container %s: %w", id, errNotFound)
+	}
+	return c, nil
+}
+
+func (s *Server) dispatch(ctx context.Context, req *monitor.Request) *monitor.Response {
+	if req.Op == monitor.OpPing {
+		return &monitor.Response{Pid: os.Getpid()}
+	}
+	if req.Op == monitor.OpShutdown {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if n := len(s.ctrs); n > 0 {
+			return fail(monitor.CodeInvalid, fmt.Errorf("pod %s still has %d containers", s.pod, n))
+		}
+		s.shutdown = true
+		return &monitor.Response{}
+	}
+	if req.Op == monitor.OpCreate {
+		return s.create(req)
+	}
+	c, err := s.get(req.ID)
+	if err != nil {
+		return fail(monitor.CodeNotFound, err)
+	}
+	switch req.Op {
+	case monitor.OpStart:
+		err = c.start()
+	case monitor.OpSignal:
+		err = c.signal(req.Signal)
+	case monitor.OpWait:
+		select {
+		case <-c.exited:
+			return &monitor.Response{State: monitor.StateExited, Exit: c.exit}
+		case <-ctx.Done():
+			return fail(monitor.CodeInvalid, ctx.Err())
+		}
+	case monitor.OpStatus:
+		return c.status()
+	case monitor.OpExec:
+		if req.Exec == nil || len(req.Exec.Args) == 0 {
+			return fail(monitor.CodeInvalid, errors.New("exec: no command"))
+		}
+		res, err := c.execSync(ctx, req.Exec)
+		if err != nil {
+			return c.failure(err)
+		}
+		return &monitor.Response{Exec: res}
+	case monitor.OpReopen:
+		err = c.reopen()
+	case monitor.OpUpdate:
+		err = c.update(req.Resources)
+	case monitor.OpDelete:
+		if err = c.delete(); err == nil {
+			s.mu.Lock()
+			delete(s.ctrs, c.id)
+			s.mu.Unlock()
+		}
+	default:
+		return fail(monitor.CodeInvalid, fmt.Errorf("unknown operation %q", req.Op))
+	}
+	if err != nil {
+		return c.failure(err)
+	}
+	return &monitor.Response{}
+}
+
+func (s *Server) create(req *monitor.Request) *monitor.Response {
+	if req.ID == "" || req.Create == nil {
+		return fail(monitor.CodeInvalid, errors.New("create: missing id or options"))
+	}
+	s.mu.Lock()
+	if _, ok := s.ctrs[req.ID]; ok {
+		s.mu.Unlock()
+		return fail(monitor.CodeInvalid, fmt.Errorf("container %s exists", req.ID))
+	}
+	if s.shutdown {
+		s.mu.Unlock()
+		return fail(monitor.CodeInvalid, fmt.Errorf("pod %s monitor is shutting down", s.pod))
+	}
+	// Reserve the id while libcontainer works, without holding the lock.
+	c := &ctr{id: req.ID, srv: s, exited: make(chan struct{})}
+	c.mu.Lock()
+	s.ctrs[req.ID] = c
+	s.mu.Unlock()
+	err := c.create(req.Create)
+	c.mu.Unlock()
+	if err != nil {
+		s.mu.Lock()
+		delete(s.ctrs, req.ID)
+		s.mu.Unlock()
+		return fail(monitor.CodeInvalid, err)
+	}
+	return &monitor.Response{Pid: c.pid}
+}
