@@ -1,0 +1,319 @@
+package image
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	"golang.org/x/sync/errgroup"
+)
+
+const userAgent = "berth"
+
+// Registries are retried briefly: the kubelet retries a failed pull with
+// its own back-off, and a mirror that fails should hand over to the next
+// endpoint quickly.
+var retryBackoff = remote.Backoff{Duration: 250 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 3}
+
+// Pull fetches the image ref names into the store and returns its ID (the
+// config digest). The image's mirrors are tried in order, then its
+// registry. A pull either stores the whole image or, on any failure,
+// nothing: layers it unpacked are collected again.
+func (s *Service) Pull(ctx context.Context, refStr string, auth *AuthConfig) (string, error) {
+	ref, err := ParseReference(refStr)
+	if err != nil {
+		return "", err
+	}
+	var errs []error
+	for _, ep := range s.regs.endpoints(ref.Registry, auth) {
+		start := time.Now()
+		id, err := s.pullFrom(ctx, ref, ep)
+		if err == nil {
+			s.log.Info("pulled image", "ref", ref.String(), "from", ep.String(), "id", id, "duration", time.Since(start))
+			return id, nil
+		}
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("pull %s: %w", ref, ctx.Err())
+		}
+		s.log.Warn("pull failed", "ref", ref.String(), "from", ep.String(), "err", err)
+		errs = append(errs, fmt.Errorf("from %s: %w", ep, err))
+	}
+	return "", pullError(ref, errs)
+}
+
+// pullError wraps one sentinel that describes the failure as a whole:
+// not found only if no endpoint had the image, unauthorized if the
+// registry itself refused us.
+func pullError(ref Reference, errs []error) error {
+	msgs := make([]string, len(errs))
+	allNotFound := true
+	for i, err := range errs {
+		msgs[i] = err.Error()
+		if !errors.Is(err, ErrNotFound) {
+			allNotFound = false
+		}
+	}
+	detail := strings.Join(msgs, "; ")
+	last := errs[len(errs)-1]
+	switch {
+	case allNotFound:
+		return fmt.Errorf("pull %s: %w: %s", ref, ErrNotFound, detail)
+	case errors.Is(last, ErrUnauthorized):
+		return fmt.Errorf("pull %s: %w: %s", ref, ErrUnauthorized, detail)
+	case errors.Is(last, ErrStalled):
+		return fmt.Errorf("pull %s: %w: %s", ref, ErrStalled, detail)
+	}
+	return fmt.Errorf("pull %s: %s", ref, detail)
+}
+
+// classify marks registry answers that mean "no such thing" or "not
+// allowed" with the package's sentinels, keeping the original error.
+func classify(err error) error {
+	var terr *transport.Error
+	if !errors.As(err, &terr) {
+		return err
+	}
+	switch terr.StatusCode {
+	case http.StatusNotFound:
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return fmt.Errorf("%w: %w", ErrUnauthorized, err)
+	}
+	for _, d := range terr.Errors {
+		switch d.Code {
+		case transport.ManifestUnknownErrorCode, transport.NameUnknownErrorCode, transport.BlobUnknownErrorCode:
+			return fmt.Errorf("%w: %w", ErrNotFound, err)
+		case transport.UnauthorizedErrorCode, transport.DeniedErrorCode:
+			return fmt.Errorf("%w: %w", ErrUnauthorized, err)
+		}
+	}
+	return err
+}
+
+var layerMediaTypes = []types.MediaType{
+	types.DockerLayer, types.DockerUncompressedLayer, types.DockerForeignLayer,
+	types.OCILayer, types.OCILayerZStd, types.OCIUncompressedLayer,
+	types.OCIRestrictedLayer, types.OCIUncompressedRestrictedLayer,
+}
+
+// pulled is what one successful fetch brings, before it is committed.
+type pulled struct {
+	top       *remote.Descriptor // what the reference resolved to: an index or a manifest
+	manifest  []byte
+	mDigest   v1.Hash
+	config    []byte
+	configDig v1.Hash
+	layers    []layerRef
+}
+
+func (s *Service) pullFrom(ctx context.Context, ref Reference, ep endpoint) (string, error) {
+	gref, err := ref.on(ep.host, ep.insecure)
+	if err != nil {
+		return "", err
+	}
+	puller, err := remote.NewPuller(
+		remote.WithTransport(s.transport(ep.insecure)),
+		remote.WithAuth(ep.auth),
+		remote.WithPlatform(s.platform),
+		remote.WithUserAgent(userAgent),
+		remote.WithRetryBackoff(retryBackoff),
+	)
+	if err != nil {
+		return "", err
+	}
+	p, err := s.resolve(ctx, puller, gref.String(), ref, ep)
+	if err != nil {
+		return "", err
+	}
+
+	chains := make([]string, len(p.layers))
+	for i, l := range p.layers {
+		chains[i] = l.ChainID
+	}
+	s.pin(chains)
+	defer s.unpin(chains)
+
+	repo := gref.Context()
+	g, gctx := errgroup.WithContext(ctx)
+	for _, l := range p.layers {
+		if s.hasLayer(l.ChainID) {
+			continue
+		}
+		g.Go(func() error { return s.fetchLayer(gctx, puller, repo, l) })
+	}
+	if err := g.Wait(); err != nil {
+		return "", err
+	}
+	return s.commitImage(ref, p)
+}
+
+// resolve fetches and checks the manifest (choosing the platform from an
+// index) and the config.
+func (s *Service) resolve(ctx context.Context, puller *remote.Puller, where string, ref Reference, ep endpoint) (*pulled, error) {
+	gref, err := ref.on(ep.host, ep.insecure)
+	if err != nil {
+		return nil, err
+	}
+	desc, err := puller.Get(ctx, gref)
+	if err != nil {
+		return nil, fmt.Errorf("manifest: %w", classify(err))
+	}
+	switch mt := desc.MediaType; {
+	case mt.IsIndex(), mt.IsImage():
+	case mt.IsSchema1():
+		return nil, fmt.Errorf("%s is a Docker schema 1 manifest, which is not supported", where)
+	default:
+		return nil, fmt.Errorf("%s has media type %q, which is not an image", where, mt)
+	}
+	img, err := desc.Image()
+	if err != nil {
+		return nil, fmt.Errorf("platform %s: %w", platformString(s.platform), classify(err))
+	}
+	p := &pulled{top: desc}
+	if p.manifest, err = img.RawManifest(); err != nil {
+		return nil, fmt.Errorf("manifest: %w", classify(err))
+	}
+	if p.mDigest, err = img.Digest(); err != nil {
+		return nil, fmt.Errorf("manifest: %w", err)
+	}
+	m, err := v1.ParseManifest(bytes.NewReader(p.manifest))
+	if err != nil {
+		return nil, fmt.Errorf("manifest: %w", err)
+	}
+	if p.config, err = img.RawConfigFile(); err != nil {
+		return nil, fmt.Errorf("config %s: %w", m.Config.Digest, classify(err))
+	}
+	p.configDig = m.Config.Digest
+	cfg, err := v1.ParseConfigFile(bytes.NewReader(p.config))
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", m.Config.Digest, err)
+	}
+	if len(cfg.RootFS.DiffIDs) != len(m.Layers) {
+		return nil, fmt.Errorf("config lists %d layers, manifest %d", len(cfg.RootFS.DiffIDs), len(m.Layers))
+	}
+	diffIDs := make([]string, len(m.Layers))
+	for i, d := range cfg.RootFS.DiffIDs {
+		diffIDs[i] = d.String()
+	}
+	chains := chainIDs(diffIDs)
+	for i, l := range m.Layers {
+		if !slices.Contains(layerMediaTypes, l.MediaType) {
+			return nil, fmt.Errorf("layer %s has media type %q, which is not a layer", l.Digest, l.MediaType)
+		}
+		if l.Digest.Algorithm != "sha256" || cfg.RootFS.DiffIDs[i].Algorithm != "sha256" {
+			return nil, fmt.Errorf("layer %s: only sha256 digests are supported", l.Digest)
+		}
+		p.layers = append(p.layers, layerRef{
+			ChainID:   chains[i],
+			DiffID:    diffIDs[i],
+			Digest:    l.Digest.String(),
+			Size:      l.Size,
+			MediaType: string(l.MediaType),
+		})
+	}
+	return p, nil
+}
+
+func platformString(p v1.Platform) string {
+	s := p.OS + "/" + p.Architecture
+	if p.Variant != "" {
+		s += "/" + p.Variant
+	}
+	return s
+}
+
+// commitImage stores the manifest and config, then records the image and
+// moves ref's tag onto it.
+func (s *Service) commitImage(ref Reference, p *pulled) (string, error) {
+	var indexDigest string
+	var indexSize int64
+	if p.top.MediaType.IsIndex() {
+		if err := s.content.put(p.top.Digest, p.top.Manifest); err != nil {
+			return "", err
+		}
+		indexDigest, indexSize = p.top.Digest.String(), int64(len(p.top.Manifest))
+	}
+	if err := s.content.put(p.mDigest, p.manifest); err != nil {
+		return "", err
+	}
+	if err := s.content.put(p.configDig, p.config); err != nil {
+		return "", err
+	}
+	id := p.configDig.String()
+
+	// The digest the reference was resolved through is the one users
+	// pin: the index digest for a multi-platform image.
+	repoDigest := ref.WithDigest(p.top.Digest.String()).String()
+	if ref.Digest != "" {
+		repoDigest = ref.String()
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	img := s.images[id]
+	if img == nil {
+		img = &imageRecord{
+			ID:             id,
+			ManifestDigest: p.mDigest.String(),
+			ManifestSize:   int64(len(p.manifest)),
+			IndexDigest:    indexDigest,
+			IndexSize:      indexSize,
+			ConfigSize:     int64(len(p.config)),
+			Layers:         p.layers,
+			Size:           int64(len(p.config)),
+		}
+		for _, l := range p.layers {
+			img.Size += l.Size
+		}
+		if err := img.setConfig(p.config); err != nil {
+			return "", err
+		}
+	}
+	next := *img
+	next.Pulled = time.Now().UTC()
+	next.RepoDigests = addSorted(img.RepoDigests, repoDigest)
+	next.RepoTags = slices.Clone(img.RepoTags)
+	var moved *imageRecord
+	if ref.Tag != "" {
+		tag := ref.String()
+		next.RepoTags = addSorted(next.RepoTags, tag)
+		if other, ok := s.refs[tag]; ok && other != id {
+			o := *s.images[other]
+			o.RepoTags = slices.DeleteFunc(slices.Clone(o.RepoTags), func(t string) bool { return t == tag })
+			moved = &o
+		}
+	}
+	if moved != nil {
+		if err := s.imageRecs.Put(digestHex(moved.ID), moved); err != nil {
+			return "", err
+		}
+		s.dropRefsLocked(s.images[moved.ID])
+		s.addImageLocked(moved)
+	}
+	if err := s.imageRecs.Put(digestHex(id), &next); err != nil {
+		return "", err
+	}
+	if s.images[id] != nil {
+		s.dropRefsLocked(s.images[id])
+	}
+	s.addImageLocked(&next)
+	return id, nil
+}
+
+func addSorted(list []string, v string) []string {
+	if slices.Contains(list, v) {
+		return slices.Clone(list)
+	}
+	out := append(slices.Clone(list), v)
+	slices.Sort(out)
+	return out
+}

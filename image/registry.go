@@ -1,0 +1,196 @@
+package image
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+)
+
+// RegistryHost is the configuration of one registry, keyed by its host
+// (docker.io, registry.k8s.io, 127.0.0.1:5000) in Options.Registries.
+type RegistryHost struct {
+	// Mirrors are tried in order before the registry itself. Each is a URL
+	// (http://127.0.0.1:5000, https://mirror.example) or a bare host, which
+	// then follows the rules of its own RegistryHost entry.
+	Mirrors []string
+	// Insecure allows plain HTTP and unverified TLS, as Docker's
+	// insecure-registries does. Loopback hosts are insecure by default.
+	Insecure bool
+	// Credentials used when the pull request carries none for this host.
+	Username      string
+	Password      string
+	Auth          string // base64 of user:password, as in ~/.docker/config.json
+	IdentityToken string
+}
+
+// AuthConfig is the credential part of a CRI PullImageRequest.
+type AuthConfig struct {
+	Username      string
+	Password      string
+	Auth          string
+	ServerAddress string
+	IdentityToken string
+	RegistryToken string
+}
+
+func (a *AuthConfig) empty() bool {
+	return a == nil || (a.Username == "" && a.Password == "" && a.Auth == "" && a.IdentityToken == "" && a.RegistryToken == "")
+}
+
+// endpoint is one place an image can be fetched from.
+type endpoint struct {
+	host     string // host[:port] requests go to
+	insecure bool   // plain HTTP allowed, TLS unverified
+	mirror   bool
+	auth     authn.Authenticator
+}
+
+func (e endpoint) String() string {
+	if e.mirror {
+		return "mirror " + e.host
+	}
+	return e.host
+}
+
+// registries is the validated registry configuration.
+type registries struct {
+	hosts map[string]RegistryHost
+	// mirrors are parsed from hosts at construction so that a typo is a
+	// start-up error, not a pull-time surprise.
+	mirrors map[string][]mirrorURL
+}
+
+type mirrorURL struct {
+	host     string
+	insecure bool // set by an http:// scheme
+	explicit bool // the URL had a scheme
+}
+
+func newRegistries(cfg map[string]RegistryHost) (*registries, error) {
+	r := &registries{hosts: map[string]RegistryHost{}, mirrors: map[string][]mirrorURL{}}
+	for key, h := range cfg {
+		host := canonicalRegistry(strings.TrimSuffix(key, "/"))
+		if host == "" || strings.Contains(host, "/") {
+			return nil, fmt.Errorf("registry %q: key must be a host[:port]", key)
+		}
+		if _, dup := r.hosts[host]; dup {
+			return nil, fmt.Errorf("registry %q configured twice", host)
+		}
+		if h.Auth != "" && (h.Username != "" || h.Password != "") {
+			return nil, fmt.Errorf("registry %q: set auth or username/password, not both", key)
+		}
+		r.hosts[host] = h
+		for _, m := range h.Mirrors {
+			mu, err := parseMirror(m)
+			if err != nil {
+				return nil, fmt.Errorf("registry %q: mirror %q: %w", key, m, err)
+			}
+			r.mirrors[host] = append(r.mirrors[host], mu)
+		}
+	}
+	return r, nil
+}
+
+func parseMirror(s string) (mirrorURL, error) {
+	if !strings.Contains(s, "://") {
+		if s == "" || strings.ContainsAny(s, "/?#") {
+			return mirrorURL{}, fmt.Errorf("want a URL such as http://127.0.0.1:5000 or a host[:port]")
+		}
+		return mirrorURL{host: s}, nil
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return mirrorURL{}, err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return mirrorURL{}, fmt.Errorf("scheme must be http or https")
+	}
+	if u.Host == "" {
+		return mirrorURL{}, fmt.Errorf("no host")
+	}
+	// go-containerregistry builds /v2/<repository> URLs itself; a path here
+	// would be silently ignored, so refuse it instead.
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return mirrorURL{}, fmt.Errorf("only scheme and host[:port] are supported, no path, query or user")
+	}
+	return mirrorURL{host: u.Host, insecure: u.Scheme == "http", explicit: true}, nil
+}
+
+// insecure tells whether plain HTTP is allowed for host.
+func (r *registries) insecure(host string) bool {
+	return r.hosts[canonicalRegistry(host)].Insecure || isLoopback(host)
+}
+
+// isLoopback: Docker talks plain HTTP to registries on the local machine.
+func isLoopback(host string) bool {
+	h := host
+	if hh, _, err := net.SplitHostPort(host); err == nil {
+		h = hh
+	}
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(h, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// endpoints lists where to fetch an image of registry host from: its
+// mirrors in order, then the registry itself.
+func (r *registries) endpoints(host string, req *AuthConfig) []endpoint {
+	host = canonicalRegistry(host)
+	var eps []endpoint
+	for _, m := range r.mirrors[host] {
+		eps = append(eps, endpoint{
+			host:     m.host,
+			insecure: m.insecure || r.insecure(m.host),
+			mirror:   true,
+			auth:     r.auth(m.host, req),
+		})
+	}
+	apiHost := host
+	if host == dockerHub {
+		apiHost = "index.docker.io"
+	}
+	eps = append(eps, endpoint{host: apiHost, insecure: r.insecure(host), auth: r.auth(host, req)})
+	return eps
+}
+
+// auth picks the credentials for host. Credentials from the request win
+// when they are meant for host (no server address, or this one); as in
+// containerd, credentials meant for the upstream are not sent to a mirror.
+func (r *registries) auth(host string, req *AuthConfig) authn.Authenticator {
+	if !req.empty() && (req.ServerAddress == "" || serverHost(req.ServerAddress) == canonicalRegistry(host)) {
+		return authn.FromConfig(authn.AuthConfig{
+			Username:      req.Username,
+			Password:      req.Password,
+			Auth:          req.Auth,
+			IdentityToken: req.IdentityToken,
+			RegistryToken: req.RegistryToken,
+		})
+	}
+	h, ok := r.hosts[canonicalRegistry(host)]
+	if !ok || (h.Username == "" && h.Password == "" && h.Auth == "" && h.IdentityToken == "") {
+		return authn.Anonymous
+	}
+	return authn.FromConfig(authn.AuthConfig{
+		Username:      h.Username,
+		Password:      h.Password,
+		Auth:          h.Auth,
+		IdentityToken: h.IdentityToken,
+	})
+}
+
+// serverHost reduces a docker-config style server address
+// (https://index.docker.io/v1/, registry.example:5000) to a host.
+func serverHost(addr string) string {
+	if strings.Contains(addr, "://") {
+		if u, err := url.Parse(addr); err == nil {
+			addr = u.Host
+		}
+	}
+	addr, _, _ = strings.Cut(addr, "/")
+	return canonicalRegistry(addr)
+}

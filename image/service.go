@@ -1,0 +1,211 @@
+package image
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/berth-runtime/berth/internal/store"
+)
+
+const (
+	// DefaultStallTimeout: how long a registry may send nothing before a
+	// pull fails.
+	DefaultStallTimeout = time.Minute
+	// DefaultMaxConcurrentDownloads bounds layer downloads across all pulls.
+	DefaultMaxConcurrentDownloads = 3
+
+	tempPrefix = ".tmp-"
+)
+
+// Options configure a Service.
+type Options struct {
+	// Root holds everything the service stores (see the package comment).
+	Root string
+	// Registries maps a registry host to its mirrors, security and
+	// credentials.
+	Registries map[string]RegistryHost
+	// StallTimeout: zero means DefaultStallTimeout, negative disables it.
+	StallTimeout time.Duration
+	// MaxConcurrentDownloads: zero means DefaultMaxConcurrentDownloads.
+	MaxConcurrentDownloads int
+	// PinnedImages are references reported as pinned, which the kubelet
+	// then never garbage-collects (the pause image, typically).
+	PinnedImages []string
+	// Platform picked from a multi-platform index; zero means linux and
+	// the architecture berth runs on.
+	Platform v1.Platform
+	Logger   *slog.Logger
+}
+
+// Service is the image store and puller. Every query is answered from
+// memory; disk is written only when something changes.
+type Service struct {
+	log      *slog.Logger
+	root     string
+	layerDir string
+	platform v1.Platform
+	regs     *registries
+	pinned   map[string]bool // normalised references
+
+	secure, insecure http.RoundTripper // stall-guarded connection pools
+	downloads        chan struct{}     // semaphore over layer downloads
+	flights          flights
+
+	content    *contentStore
+	imageRecs  *store.Records[imageRecord]
+	layerRecs  *store.Records[layerRecord]
+	leaseRecs  *store.Records[leaseRecord]
+	mountpoint string
+
+	mu     sync.Mutex
+	images map[string]*imageRecord // by image ID
+	refs   map[string]string       // normalised tag or digest reference → image ID
+	layers map[string]*layerRecord // by chain ID
+	pins   map[string]int          // chain ID → pulls in progress needing it
+	leases map[string]*leaseRecord // by holder
+}
+
+type imageRecord struct {
+	ID             string // config digest
+	RepoTags       []string
+	RepoDigests    []string
+	ManifestDigest string
+	ManifestSize   int64
+	IndexDigest    string `json:",omitempty"`
+	IndexSize      int64  `json:",omitempty"`
+	ConfigSize     int64
+	Layers         []layerRef // bottom first
+	Size           int64
+	Pulled         time.Time
+
+	config []byte // raw config JSON, kept in memory for status queries
+	user   string
+}
+
+type layerRef struct {
+	ChainID   string
+	DiffID    string
+	Digest    string
+	Size      int64 // compressed, as in the manifest
+	MediaType string
+}
+
+type layerRecord struct {
+	ChainID string
+	DiffID  string
+	Digest  string
+	Usage   int64 // bytes of disk used by the unpacked layer
+	Inodes  int64
+}
+
+type leaseRecord struct {
+	Holder  string
+	ImageID string
+	Layers  []string // chain IDs
+}
+
+// New opens the store under opts.Root, creating it if needed, and brings
+// it to a clean state: unfinished work from a previous run is deleted and
+// layers nothing refers to are collected.
+func New(ctx context.Context, opts Options) (*Service, error) {
+	if opts.Root == "" {
+		return nil, errors.New("image service: no root directory")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	regs, err := newRegistries(opts.Registries)
+	if err != nil {
+		return nil, fmt.Errorf("registry configuration: %w", err)
+	}
+	stall := opts.StallTimeout
+	if stall == 0 {
+		stall = DefaultStallTimeout
+	}
+	downloads := opts.MaxConcurrentDownloads
+	if downloads <= 0 {
+		downloads = DefaultMaxConcurrentDownloads
+	}
+	platform := opts.Platform
+	if platform.OS == "" {
+		platform = v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
+	}
+	s := &Service{
+		log:       log.With("component", "image"),
+		root:      opts.Root,
+		layerDir:  filepath.Join(opts.Root, "layers"),
+		platform:  platform,
+		regs:      regs,
+		pinned:    map[string]bool{},
+		secure:    &stallTransport{inner: newHTTPTransport(false), timeout: stall},
+		insecure:  &stallTransport{inner: newHTTPTransport(true), timeout: stall},
+		downloads: make(chan struct{}, downloads),
+		images:    map[string]*imageRecord{},
+		refs:      map[string]string{},
+		layers:    map[string]*layerRecord{},
+		pins:      map[string]int{},
+		leases:    map[string]*leaseRecord{},
+	}
+	for _, p := range opts.PinnedImages {
+		ref, err := ParseReference(p)
+		if err != nil {
+			return nil, fmt.Errorf("pinned image: %w", err)
+		}
+		s.pinned[ref.String()] = true
+	}
+	if err := os.MkdirAll(s.layerDir, 0o711); err != nil {
+		return nil, fmt.Errorf("create layer store: %w", err)
+	}
+	if s.content, err = newContentStore(filepath.Join(opts.Root, "content", "sha256")); err != nil {
+		return nil, err
+	}
+	if s.imageRecs, err = store.Open[imageRecord](filepath.Join(opts.Root, "images")); err != nil {
+		return nil, err
+	}
+	if s.layerRecs, err = store.Open[layerRecord](filepath.Join(opts.Root, "layer-records")); err != nil {
+		return nil, err
+	}
+	if s.leaseRecs, err = store.Open[leaseRecord](filepath.Join(opts.Root, "leases")); err != nil {
+		return nil, err
+	}
+	if s.mountpoint, err = mountpointOf(opts.Root); err != nil {
+		return nil, err
+	}
+	if err := s.load(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Service) transport(insecure bool) http.RoundTripper {
+	if insecure {
+		return s.insecure
+	}
+	return s.secure
+}
+
+// Root is the directory the service stores everything under.
+func (s *Service) Root() string { return s.root }
+
+// layerPath is the directory of an unpacked layer.
+func (s *Service) layerPath(chainID string) string {
+	return filepath.Join(s.layerDir, digestHex(chainID))
+}
+
+func digestHex(d string) string {
+	if h, err := v1.NewHash(d); err == nil {
+		return h.Hex
+	}
+	return d
+}
