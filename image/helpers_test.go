@@ -48,8 +48,10 @@ type entry struct {
 	minor    int64
 }
 
-func file(name, body string) entry { return entry{name: name, typ: tar.TypeReg, body: body, mode: 0o644} }
-func dir(name string) entry        { return entry{name: name, typ: tar.TypeDir, mode: 0o755} }
+func file(name, body string) entry {
+	return entry{name: name, typ: tar.TypeReg, body: body, mode: 0o644}
+}
+func dir(name string) entry { return entry{name: name, typ: tar.TypeDir, mode: 0o755} }
 func symlink(name, target string) entry {
 	return entry{name: name, typ: tar.TypeSymlink, link: target, mode: 0o777}
 }

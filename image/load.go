@@ -158,4 +158,3 @@ func (img *imageRecord) blobs() []v1.Hash {
 	}
 	return out
 }
-

@@ -220,7 +220,9 @@ func TestPullBadBlobStoresNothing(t *testing.T) {
 	}
 }
 
-func itoa(n int) string { return strings.TrimSpace(strings.Replace(string(rune('0'))+"", "0", "", 1)) + fmtInt(n) }
+func itoa(n int) string {
+	return strings.TrimSpace(strings.Replace(string(rune('0'))+"", "0", "", 1)) + fmtInt(n)
+}
 
 func fmtInt(n int) string {
 	if n == 0 {
