@@ -34,6 +34,7 @@ type Config struct {
 	LogFormat      string `toml:"log_format" flag:"log-format" check:"oneof=text|json" doc:"Log format on stderr: text or json."`
 	MetricsAddress string `toml:"metrics_address" flag:"metrics-address" check:"hostport" doc:"host:port to serve Prometheus metrics on at /metrics; empty disables them."`
 	SocketGroup    string `toml:"socket_group" flag:"socket-group" doc:"Group name or numeric gid that owns the socket (mode 0660); empty keeps root."`
+	PauseImage     string `toml:"pause_image" flag:"pause-image" doc:"Image run as every pod's infra (pause) process instead of the pause built into berth. Not supported yet: berth refuses to start with it set."`
 	CNI            CNI    `toml:"cni" doc:"Pod networking with CNI plugins."`
 }
 
@@ -41,6 +42,11 @@ type Config struct {
 type CNI struct {
 	ConfDir string   `toml:"conf_dir" flag:"cni-conf-dir" check:"required abs" doc:"Directory holding CNI network configurations (*.conf, *.conflist, *.json)."`
 	BinDirs []string `toml:"bin_dirs" flag:"cni-bin-dir" check:"abs" doc:"Directories searched for CNI plugin binaries, in order."`
+	// The default network lets berth run pods on a bare host: a bridge
+	// with a private subnet, masqueraded, with hostPort support.
+	DefaultNetwork bool   `toml:"default_network" flag:"default-network" doc:"When conf_dir holds no network config at start, write a default one: a bridge (default_bridge) with host-local IPs from default_subnet, masquerade, portmap and loopback."`
+	DefaultBridge  string `toml:"default_bridge" flag:"default-network-bridge" check:"ifname" doc:"Bridge of the default network; empty means berth0."`
+	DefaultSubnet  string `toml:"default_subnet" flag:"default-network-subnet" check:"cidr" doc:"Pod subnet of the default network; empty means 10.88.0.0/16."`
 }
 
 // Default returns the built-in configuration, the base that the file and

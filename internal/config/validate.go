@@ -90,6 +90,15 @@ func check(name, v string) (want string, err error) {
 		if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 			return "host:port with a numeric port", nil
 		}
+	case "cidr":
+		if _, _, err := net.ParseCIDR(v); err != nil {
+			return "a CIDR such as 10.88.0.0/16", nil
+		}
+	case "ifname":
+		// IFNAMSIZ less the terminating NUL; no separators the kernel refuses.
+		if len(v) > 15 || strings.ContainsAny(v, "/: \t\n") {
+			return "an interface name of at most 15 characters without '/', ':' or spaces", nil
+		}
 	default:
 		return "", fmt.Errorf("unknown check %q", name)
 	}
