@@ -36,6 +36,20 @@ type Config struct {
 	SocketGroup    string `toml:"socket_group" flag:"socket-group" doc:"Group name or numeric gid that owns the socket (mode 0660); empty keeps root."`
 	PauseImage     string `toml:"pause_image" flag:"pause-image" doc:"Image run as every pod's infra (pause) process instead of the pause built into berth. Not supported yet: berth refuses to start with it set."`
 	CNI            CNI    `toml:"cni" doc:"Pod networking with CNI plugins."`
+
+	ImagePullStallTimeout  string              `toml:"image_pull_stall_timeout" flag:"image-pull-stall-timeout" check:"duration" doc:"A pull fails when a registry sends nothing for this long (a Go duration such as 1m or 30s; 0 disables the check)."`
+	MaxConcurrentDownloads int                 `toml:"max_concurrent_downloads" flag:"max-concurrent-downloads" doc:"Image layers downloaded at the same time, across all pulls."`
+	Registries             map[string]Registry `toml:"registries" doc:"Per-registry settings, one table per registry host as images name it (docker.io, registry.k8s.io, 127.0.0.1:5000). mirrors: URLs tried in order before the registry itself (http://host:port or https://host). insecure: allow plain HTTP and unverified TLS (the default for localhost and 127.0.0.0/8). username and password, or auth (base64 of user:password): credentials used when the kubelet sends none for this host. For example:\n[registries.\"registry.k8s.io\"]\nmirrors = [\"http://127.0.0.1:5000\"]\n[registries.\"127.0.0.1:5000\"]\ninsecure = true"`
+}
+
+// Registry configures pulls from one registry host.
+type Registry struct {
+	Mirrors       []string `toml:"mirrors" check:"mirror" doc:"Mirror URLs (http://host:port, https://host), tried in order before the registry itself."`
+	Insecure      bool     `toml:"insecure" doc:"Allow plain HTTP and unverified TLS; loopback hosts are insecure by default."`
+	Username      string   `toml:"username" doc:"User name sent when the pull request carries no credentials for this host."`
+	Password      string   `toml:"password" secret:"true" doc:"Password for username."`
+	Auth          string   `toml:"auth" secret:"true" doc:"base64 of user:password, as in ~/.docker/config.json; instead of username and password."`
+	IdentityToken string   `toml:"identity_token" secret:"true" doc:"OAuth2 refresh token, as in ~/.docker/config.json."`
 }
 
 // CNI configures pod networking.
@@ -65,5 +79,8 @@ func Default() *Config {
 			ConfDir: "/etc/cni/net.d",
 			BinDirs: []string{"/opt/cni/bin"},
 		},
+		ImagePullStallTimeout:  "1m",
+		MaxConcurrentDownloads: 3,
+		Registries:             map[string]Registry{},
 	}
 }

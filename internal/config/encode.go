@@ -78,8 +78,15 @@ func writeTable(b *bytes.Buffer, parts []string, v reflect.Value) error {
 	return nil
 }
 
-// writeComment wraps text into "# " lines of at most 78 columns.
+// writeComment wraps text into "# " lines of at most 78 columns. A
+// newline in text starts a new line (for examples).
 func writeComment(b *bytes.Buffer, text string) {
+	first, rest, more := strings.Cut(text, "\n")
+	if more {
+		writeComment(b, first)
+		writeComment(b, rest)
+		return
+	}
 	line := "#"
 	for _, word := range strings.Fields(text) {
 		if len(line)+1+len(word) > 78 && line != "#" {

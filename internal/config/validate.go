@@ -3,10 +3,12 @@ package config
 import (
 	"fmt"
 	"net"
+	"net/url"
 	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // ValueError is an invalid value of one key.
@@ -93,6 +95,15 @@ func check(name, v string) (want string, err error) {
 	case "cidr":
 		if _, _, err := net.ParseCIDR(v); err != nil {
 			return "a CIDR such as 10.88.0.0/16", nil
+		}
+	case "duration":
+		if d, err := time.ParseDuration(v); err != nil || d < 0 {
+			return "a duration such as 1m or 30s", nil
+		}
+	case "mirror":
+		u, err := url.Parse(v)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return "a URL such as http://127.0.0.1:5000 (scheme and host only)", nil
 		}
 	case "ifname":
 		// IFNAMSIZ less the terminating NUL; no separators the kernel refuses.
