@@ -31,6 +31,8 @@ type Options struct {
 	Network network.Status
 	Logger  *slog.Logger
 	Metrics *Metrics // nil disables metrics
+	// Sandboxes serves the pod sandbox RPCs; nil answers Unimplemented.
+	Sandboxes Sandboxes
 
 	// DebugPanicMethod, if set, makes every call of the named RPC (e.g.
 	// "ListImages") panic, so that tests can check that a panicking handler
@@ -48,6 +50,7 @@ type Server struct {
 	configJSON   string
 	cgroupDriver runtimeapi.CgroupDriver
 	network      network.Status
+	sandboxes    Sandboxes
 	log          *slog.Logger
 	metrics      *Metrics
 	panicMethod  string
@@ -73,6 +76,7 @@ func New(opts Options) (*Server, error) {
 		configJSON:   string(cfgJSON),
 		cgroupDriver: driver,
 		network:      opts.Network,
+		sandboxes:    opts.Sandboxes,
 		log:          opts.Logger,
 		metrics:      opts.Metrics,
 		panicMethod:  opts.DebugPanicMethod,

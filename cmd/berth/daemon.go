@@ -18,7 +18,6 @@ import (
 
 	"github.com/berth-runtime/berth/internal/config"
 	"github.com/berth-runtime/berth/internal/version"
-	"github.com/berth-runtime/berth/network"
 	"github.com/berth-runtime/berth/server"
 )
 
@@ -110,9 +109,20 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	cni, pods, err := newPods(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer pods.Close()
+	images, err := newImages(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
 	srv, err := server.New(server.Options{
 		Config:           cfg,
-		Network:          network.ConfDirStatus{Dir: cfg.CNI.ConfDir},
+		Images:           images,
+		Network:          cni,
+		Sandboxes:        pods,
 		Logger:           log,
 		Metrics:          metrics,
 		DebugPanicMethod: os.Getenv(debugPanicEnv),

@@ -11,6 +11,7 @@ import (
 	"os"
 
 	"github.com/berth-runtime/berth/internal/config"
+	"github.com/berth-runtime/berth/sandbox/pause"
 )
 
 func main() {
@@ -25,6 +26,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		switch args[1] {
 		case "config":
 			return configCommand(args[2:], stdout, stderr)
+		case pause.Subcommand:
+			return pause.Main()
 		}
 	}
 	return daemonCommand(args[1:], stdout, stderr)

@@ -354,9 +354,9 @@ func TestUnimplementedRPC(t *testing.T) {
 	t.Parallel()
 	d := framework.StartDaemon(t)
 	ctx := framework.Ctx(t)
-	_, err := d.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	_, err := d.Runtime.CheckpointContainer(ctx, &runtimeapi.CheckpointContainerRequest{ContainerId: "x"})
 	if status.Code(err) != codes.Unimplemented {
-		t.Errorf("ListPodSandbox: %v, want Unimplemented", err)
+		t.Errorf("CheckpointContainer: %v, want Unimplemented", err)
 	}
 	_, err = d.Image.ListImages(ctx, &runtimeapi.ListImagesRequest{})
 	if status.Code(err) != codes.Unimplemented {

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/berth-runtime/berth/internal/config"
+	"github.com/berth-runtime/berth/network"
+	"github.com/berth-runtime/berth/sandbox"
+)
+
+// newPods builds pod networking (libcni, watching the conf dir for
+// NetworkReady) and the sandbox service, which reloads and reconciles the
+// pods of the previous run before it returns.
+func newPods(ctx context.Context, cfg *config.Config, log *slog.Logger) (*network.CNI, *sandbox.Manager, error) {
+	netCfg := network.Config{
+		ConfDir:  cfg.CNI.ConfDir,
+		BinDirs:  cfg.CNI.BinDirs,
+		CacheDir: filepath.Join(cfg.State, "cni"),
+	}
+	if cfg.CNI.DefaultNetwork {
+		netCfg.Default = &network.DefaultNetwork{Bridge: cfg.CNI.DefaultBridge, Subnet: cfg.CNI.DefaultSubnet}
+	}
+	cni, err := network.NewCNI(netCfg, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	pods, err := sandbox.New(ctx, sandbox.Options{
+		StateDir:     cfg.State,
+		Network:      cni,
+		CgroupDriver: cfg.CgroupDriver,
+		PauseImage:   cfg.PauseImage,
+		Logger:       log,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return cni, pods, nil
+}

@@ -1,0 +1,47 @@
+package server
+
+import (
+	"context"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// runtimeHandlers are the handler names RunPodSandbox accepts: berth has
+// one runtime, reachable by the kubelet's default and by the names a
+// RuntimeClass would use for it.
+var runtimeHandlers = map[string]bool{"": true, "runc": true, "berth": true}
+
+// RunPodSandbox creates and starts a pod sandbox.
+func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandboxRequest) (*runtimeapi.RunPodSandboxResponse, error) {
+	if s.sandboxes == nil {
+		return nil, errNoSandboxes
+	}
+	if err := validatePodSandboxConfig(req.GetConfig()); err != nil {
+		return nil, err
+	}
+	if !runtimeHandlers[req.GetRuntimeHandler()] {
+		return nil, invalidf("runtime_handler %q is not supported: use \"\" (or runc, berth)", req.GetRuntimeHandler())
+	}
+	id, err := s.sandboxes.Run(ctx, req.GetConfig(), req.GetRuntimeHandler())
+	if err != nil {
+		return nil, sandboxError(err)
+	}
+	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: id}, nil
+}
+
+func validatePodSandboxConfig(cfg *runtimeapi.PodSandboxConfig) error {
+	md := cfg.GetMetadata()
+	switch {
+	case cfg == nil:
+		return invalidf("config is required")
+	case md == nil:
+		return invalidf("config.metadata is required")
+	case md.GetName() == "":
+		return invalidf("config.metadata.name is required")
+	case md.GetNamespace() == "":
+		return invalidf("config.metadata.namespace is required")
+	case md.GetUid() == "":
+		return invalidf("config.metadata.uid is required")
+	}
+	return nil
+}

@@ -1,0 +1,141 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-runtime/berth/sandbox"
+)
+
+// fakeSandboxes fails every call with err and records what reached it.
+type fakeSandboxes struct {
+	err   error
+	calls []string
+	cidr  string
+}
+
+func (f *fakeSandboxes) Run(_ context.Context, cfg *runtimeapi.PodSandboxConfig, handler string) (string, error) {
+	f.calls = append(f.calls, "run")
+	return "pod1", f.err
+}
+func (f *fakeSandboxes) Stop(context.Context, string) error {
+	f.calls = append(f.calls, "stop")
+	return f.err
+}
+func (f *fakeSandboxes) Remove(context.Context, string) error {
+	f.calls = append(f.calls, "remove")
+	return f.err
+}
+func (f *fakeSandboxes) Status(context.Context, string, bool) (*runtimeapi.PodSandboxStatus, map[string]string, error) {
+	f.calls = append(f.calls, "status")
+	return &runtimeapi.PodSandboxStatus{Id: "pod1"}, nil, f.err
+}
+func (f *fakeSandboxes) List(context.Context, *runtimeapi.PodSandboxFilter) []*runtimeapi.PodSandbox {
+	return nil
+}
+func (f *fakeSandboxes) UpdatePodCIDR(_ context.Context, cidr string) error {
+	f.cidr = cidr
+	return f.err
+}
+
+func goodConfig() *runtimeapi.PodSandboxConfig {
+	return &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "n", Namespace: "ns", Uid: "u"}}
+}
+
+func TestRunPodSandboxValidation(t *testing.T) {
+	tests := []struct {
+		name     string
+		req      *runtimeapi.RunPodSandboxRequest
+		wantCode codes.Code
+		wantMsg  string
+	}{
+		{name: "no config", req: &runtimeapi.RunPodSandboxRequest{}, wantCode: codes.InvalidArgument, wantMsg: "config"},
+		{name: "no metadata", req: &runtimeapi.RunPodSandboxRequest{Config: &runtimeapi.PodSandboxConfig{}}, wantCode: codes.InvalidArgument, wantMsg: "config.metadata"},
+		{name: "no name", req: &runtimeapi.RunPodSandboxRequest{Config: &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Namespace: "ns", Uid: "u"}}}, wantCode: codes.InvalidArgument, wantMsg: "config.metadata.name"},
+		{name: "no namespace", req: &runtimeapi.RunPodSandboxRequest{Config: &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "n", Uid: "u"}}}, wantCode: codes.InvalidArgument, wantMsg: "config.metadata.namespace"},
+		{name: "no uid", req: &runtimeapi.RunPodSandboxRequest{Config: &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "n", Namespace: "ns"}}}, wantCode: codes.InvalidArgument, wantMsg: "config.metadata.uid"},
+		{name: "unknown handler", req: &runtimeapi.RunPodSandboxRequest{Config: goodConfig(), RuntimeHandler: "kata"}, wantCode: codes.InvalidArgument, wantMsg: "kata"},
+		{name: "runc handler", req: &runtimeapi.RunPodSandboxRequest{Config: goodConfig(), RuntimeHandler: "runc"}, wantCode: codes.OK},
+		{name: "default handler", req: &runtimeapi.RunPodSandboxRequest{Config: goodConfig()}, wantCode: codes.OK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := &fakeSandboxes{}
+			s, _ := newTestServer(t, func(o *Options) { o.Sandboxes = fake })
+			resp, err := s.RunPodSandbox(context.Background(), tt.req)
+			st := status.Convert(err)
+			if st.Code() != tt.wantCode || !strings.Contains(st.Message(), tt.wantMsg) {
+				t.Fatalf("= %v, want %v mentioning %q", err, tt.wantCode, tt.wantMsg)
+			}
+			if tt.wantCode != codes.OK && len(fake.calls) > 0 {
+				t.Error("an invalid request reached the sandbox service")
+			}
+			if tt.wantCode == codes.OK && resp.GetPodSandboxId() != "pod1" {
+				t.Errorf("id = %q", resp.GetPodSandboxId())
+			}
+		})
+	}
+}
+
+func TestSandboxErrorCodes(t *testing.T) {
+	tests := []struct {
+		err  error
+		want codes.Code
+	}{
+		{fmt.Errorf("pod x: %w", sandbox.ErrNotFound), codes.NotFound},
+		{fmt.Errorf("pod x: %w: bad sysctl", sandbox.ErrInvalid), codes.InvalidArgument},
+		{fmt.Errorf("pod x: %w", context.DeadlineExceeded), codes.DeadlineExceeded},
+		{errors.New("plugin type=\"bridge\" failed (add): boom"), codes.Unknown},
+	}
+	for _, tt := range tests {
+		fake := &fakeSandboxes{err: tt.err}
+		s, _ := newTestServer(t, func(o *Options) { o.Sandboxes = fake })
+		ctx := context.Background()
+		_, err := s.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: "x"})
+		if got := status.Code(err); got != tt.want {
+			t.Errorf("Status with %v: code %v, want %v", tt.err, got, tt.want)
+		}
+		_, err = s.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: goodConfig()})
+		if got := status.Code(err); got != tt.want || !strings.Contains(status.Convert(err).Message(), tt.err.Error()) {
+			t.Errorf("Run with %v: %v, want %v with the message", tt.err, err, tt.want)
+		}
+	}
+}
+
+func TestSandboxIDRequired(t *testing.T) {
+	s, _ := newTestServer(t, func(o *Options) { o.Sandboxes = &fakeSandboxes{} })
+	ctx := context.Background()
+	_, err1 := s.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{})
+	_, err2 := s.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{})
+	_, err3 := s.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{})
+	for _, err := range []error{err1, err2, err3} {
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "pod_sandbox_id") {
+			t.Errorf("empty id: %v", err)
+		}
+	}
+}
+
+func TestUpdateRuntimeConfig(t *testing.T) {
+	fake := &fakeSandboxes{}
+	s, _ := newTestServer(t, func(o *Options) { o.Sandboxes = fake })
+	req := &runtimeapi.UpdateRuntimeConfigRequest{RuntimeConfig: &runtimeapi.RuntimeConfig{NetworkConfig: &runtimeapi.NetworkConfig{PodCidr: "10.244.1.0/24"}}}
+	if _, err := s.UpdateRuntimeConfig(context.Background(), req); err != nil || fake.cidr != "10.244.1.0/24" {
+		t.Fatalf("= %v, cidr %q", err, fake.cidr)
+	}
+	fake.err = fmt.Errorf("%w: bad", sandbox.ErrInvalid)
+	if _, err := s.UpdateRuntimeConfig(context.Background(), req); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("bad CIDR: %v", err)
+	}
+	// Without sandboxes, or without a CIDR, it is a no-op.
+	s2, _ := newTestServer(t, nil)
+	if _, err := s2.UpdateRuntimeConfig(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+}
