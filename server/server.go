@@ -31,6 +31,8 @@ type Options struct {
 	Network network.Status
 	Logger  *slog.Logger
 	Metrics *Metrics // nil disables metrics
+	// Images serves the image RPCs; nil answers Unimplemented.
+	Images Images
 	// Sandboxes serves the pod sandbox RPCs; nil answers Unimplemented.
 	Sandboxes Sandboxes
 
@@ -50,6 +52,7 @@ type Server struct {
 	configJSON   string
 	cgroupDriver runtimeapi.CgroupDriver
 	network      network.Status
+	images       Images
 	sandboxes    Sandboxes
 	log          *slog.Logger
 	metrics      *Metrics
@@ -76,6 +79,7 @@ func New(opts Options) (*Server, error) {
 		configJSON:   string(cfgJSON),
 		cgroupDriver: driver,
 		network:      opts.Network,
+		images:       opts.Images,
 		sandboxes:    opts.Sandboxes,
 		log:          opts.Logger,
 		metrics:      opts.Metrics,

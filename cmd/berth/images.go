@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/berth-runtime/berth/image"
+	"github.com/berth-runtime/berth/internal/config"
+)
+
+// newImages opens the image store under <root>/image with the registry
+// settings of cfg.
+func newImages(ctx context.Context, cfg *config.Config, log *slog.Logger) (*image.Service, error) {
+	stall := image.DefaultStallTimeout
+	if cfg.ImagePullStallTimeout != "" {
+		d, err := time.ParseDuration(cfg.ImagePullStallTimeout)
+		if err != nil {
+			return nil, fmt.Errorf("image_pull_stall_timeout: %w", err)
+		}
+		stall = d
+		if d == 0 {
+			stall = -1 // the image package's "disabled"
+		}
+	}
+	regs := make(map[string]image.RegistryHost, len(cfg.Registries))
+	for host, r := range cfg.Registries {
+		regs[host] = image.RegistryHost{
+			Mirrors:       r.Mirrors,
+			Insecure:      r.Insecure,
+			Username:      r.Username,
+			Password:      r.Password,
+			Auth:          r.Auth,
+			IdentityToken: r.IdentityToken,
+		}
+	}
+	var pinned []string
+	if cfg.PauseImage != "" {
+		pinned = append(pinned, cfg.PauseImage)
+	}
+	return image.New(ctx, image.Options{
+		Root:                   filepath.Join(cfg.Root, "image"),
+		Registries:             regs,
+		StallTimeout:           stall,
+		MaxConcurrentDownloads: cfg.MaxConcurrentDownloads,
+		PinnedImages:           pinned,
+		Logger:                 log,
+	})
+}
