@@ -13,14 +13,20 @@ import (
 // newPods builds pod networking (libcni, watching the conf dir for
 // NetworkReady) and the sandbox service, which reloads and reconciles the
 // pods of the previous run before it returns.
-func newPods(ctx context.Context, cfg *config.Config, log *slog.Logger) (*network.CNI, *sandbox.Manager, error) {
+func newPods(ctx context.Context, cfg *config.Config, log *slog.Logger, containers sandbox.Containers) (*network.CNI, *sandbox.Manager, error) {
 	netCfg := network.Config{
 		ConfDir:  cfg.CNI.ConfDir,
 		BinDirs:  cfg.CNI.BinDirs,
 		CacheDir: filepath.Join(cfg.State, "cni"),
 	}
 	if cfg.CNI.DefaultNetwork {
-		netCfg.Default = &network.DefaultNetwork{Bridge: cfg.CNI.DefaultBridge, Subnet: cfg.CNI.DefaultSubnet}
+		// Leases live beside the pods they belong to: on the volatile
+		// state root, gone at reboot with the pods themselves.
+		netCfg.Default = &network.DefaultNetwork{
+			Bridge:  cfg.CNI.DefaultBridge,
+			Subnet:  cfg.CNI.DefaultSubnet,
+			DataDir: filepath.Join(cfg.State, "cni", "networks"),
+		}
 	}
 	cni, err := network.NewCNI(netCfg, log)
 	if err != nil {
@@ -31,6 +37,7 @@ func newPods(ctx context.Context, cfg *config.Config, log *slog.Logger) (*networ
 		Network:      cni,
 		CgroupDriver: cfg.CgroupDriver,
 		PauseImage:   cfg.PauseImage,
+		Containers:   containers,
 		Logger:       log,
 	})
 	if err != nil {
