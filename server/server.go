@@ -35,6 +35,8 @@ type Options struct {
 	Images Images
 	// Sandboxes serves the pod sandbox RPCs; nil answers Unimplemented.
 	Sandboxes Sandboxes
+	// Containers serves the container RPCs; nil answers Unimplemented.
+	Containers Containers
 
 	// DebugPanicMethod, if set, makes every call of the named RPC (e.g.
 	// "ListImages") panic, so that tests can check that a panicking handler
@@ -54,6 +56,7 @@ type Server struct {
 	network      network.Status
 	images       Images
 	sandboxes    Sandboxes
+	containers   Containers
 	log          *slog.Logger
 	metrics      *Metrics
 	panicMethod  string
@@ -81,6 +84,7 @@ func New(opts Options) (*Server, error) {
 		network:      opts.Network,
 		images:       opts.Images,
 		sandboxes:    opts.Sandboxes,
+		containers:   opts.Containers,
 		log:          opts.Logger,
 		metrics:      opts.Metrics,
 		panicMethod:  opts.DebugPanicMethod,

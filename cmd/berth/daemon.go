@@ -109,7 +109,8 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	cni, pods, err := newPods(ctx, cfg, log)
+	late := &lateContainers{}
+	cni, pods, err := newPods(ctx, cfg, log, late)
 	if err != nil {
 		return err
 	}
@@ -118,11 +119,18 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	containers, err := newContainers(ctx, cfg, pods, images, log)
+	if err != nil {
+		return err
+	}
+	defer containers.Close()
+	late.set(containers)
 	srv, err := server.New(server.Options{
 		Config:           cfg,
 		Images:           images,
 		Network:          cni,
 		Sandboxes:        pods,
+		Containers:       containers,
 		Logger:           log,
 		Metrics:          metrics,
 		DebugPanicMethod: os.Getenv(debugPanicEnv),

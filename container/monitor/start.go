@@ -39,10 +39,16 @@ type Paths struct {
 	Log    string
 }
 
-// PathsFor lays out a pod's monitor files under the state root.
+// PathsFor lays out a pod's monitor files under the state root. The
+// socket's name is short, outside the pod's dir: a unix socket path must
+// fit in 108 bytes, and a pod id alone takes 64.
 func PathsFor(stateRoot, podID string) Paths {
 	dir := filepath.Join(stateRoot, "monitors", podID)
-	return Paths{Dir: dir, Socket: filepath.Join(dir, "monitor.sock"), Log: filepath.Join(dir, "monitor.log")}
+	short := podID
+	if len(short) > 16 {
+		short = short[:16]
+	}
+	return Paths{Dir: dir, Socket: filepath.Join(stateRoot, "monitors", short+".sock"), Log: filepath.Join(dir, "monitor.log")}
 }
 
 // StartOptions start one monitor.

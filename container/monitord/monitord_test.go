@@ -39,7 +39,9 @@ func busyboxRootfs(t *testing.T) string {
 		if img.Name != "busybox" {
 			continue
 		}
-		blob := func(d string) string { return filepath.Join(img.Layout, "blobs", "sha256", strings.TrimPrefix(d, "sha256:")) }
+		blob := func(d string) string {
+			return filepath.Join(img.Layout, "blobs", "sha256", strings.TrimPrefix(d, "sha256:"))
+		}
 		var m struct{ Layers []struct{ Digest string } }
 		b, err := os.ReadFile(blob(img.Digest))
 		if err != nil {

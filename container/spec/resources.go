@@ -12,15 +12,16 @@ import (
 // DefaultCgroupParent holds containers of pods that name no cgroup parent.
 const DefaultCgroupParent = "/berth"
 
-// CgroupsPath places the container under its pod's cgroup parent, in the
-// form the cgroup driver expects.
+// CgroupsPath places the container under its pod's cgroup parent (a
+// cgroupfs path). Berth writes the cgroup tree itself with either driver;
+// under a systemd slice the leaf is named as systemd would name a scope,
+// so the kubelet finds it.
 func CgroupsPath(parent, id string) string {
 	if parent == "" {
 		parent = DefaultCgroupParent
 	}
 	if strings.HasSuffix(parent, ".slice") {
-		// systemd driver: "slice:prefix:name".
-		return path.Base(parent) + ":berth:" + id
+		return path.Join(parent, "berth-"+id+".scope")
 	}
 	return path.Join(parent, id)
 }

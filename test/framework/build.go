@@ -49,7 +49,10 @@ func build() (dir, path string, err error) {
 		return "", "", err
 	}
 	path = filepath.Join(dir, "berth")
-	cmd := exec.Command("go", "build", "-o", path, "./cmd/berth")
+	// berth-monitor is looked for next to berth; it calls libcontainer,
+	// whose seccomp support is behind the seccomp tag (and cgo).
+	cmd := exec.Command("go", "build", "-tags", "seccomp", "-o", dir+"/", "./cmd/berth", "./cmd/berth-monitor")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		os.RemoveAll(dir)

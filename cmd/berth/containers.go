@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"sync/atomic"
+
+	"github.com/berth-runtime/berth/container"
+	"github.com/berth-runtime/berth/container/spec"
+	"github.com/berth-runtime/berth/image"
+	"github.com/berth-runtime/berth/internal/config"
+	"github.com/berth-runtime/berth/sandbox"
+)
+
+// newContainers builds the container service on top of the pod and image
+// services. It reattaches to the monitors of the previous run before it
+// returns.
+func newContainers(ctx context.Context, cfg *config.Config, pods *sandbox.Manager, images *image.Service, log *slog.Logger) (*container.Service, error) {
+	return container.New(ctx, container.Options{
+		Root:   cfg.Root,
+		State:  cfg.State,
+		Pods:   podsAdapter{pods},
+		Images: imagesAdapter{images},
+		Logger: log,
+	})
+}
+
+// lateContainers lets the sandbox service, built first, reach the
+// container service built after it.
+type lateContainers struct{ svc atomic.Pointer[container.Service] }
+
+func (l *lateContainers) set(s *container.Service) { l.svc.Store(s) }
+
+func (l *lateContainers) StopPodContainers(ctx context.Context, podID string) error {
+	if s := l.svc.Load(); s != nil {
+		return s.StopPodContainers(ctx, podID)
+	}
+	return nil
+}
+
+func (l *lateContainers) RemovePodContainers(ctx context.Context, podID string) error {
+	if s := l.svc.Load(); s != nil {
+		return s.RemovePodContainers(ctx, podID)
+	}
+	return nil
+}
+
+type podsAdapter struct{ m *sandbox.Manager }
+
+func (a podsAdapter) Pod(ctx context.Context, id string) (*container.Pod, error) {
+	info, err := a.m.Get(ctx, id)
+	if errors.Is(err, sandbox.ErrNotFound) {
+		return nil, fmt.Errorf("%w: pod sandbox %s", container.ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &container.Pod{
+		Ready: info.State == sandbox.StateReady,
+		Pod: spec.Pod{
+			ID: info.ID, Config: info.Config, NetNSPath: info.NetNS, PausePID: info.PausePid,
+			// Pause has the pod's leaf cgroup; containers are its siblings
+			// under the parent the kubelet gave, as with containerd.
+			CgroupParent: path.Dir(info.CgroupPath),
+			HostnamePath: info.Hostname, HostsPath: info.Hosts, ResolvConfPath: info.Resolv, ShmPath: info.Shm,
+		},
+	}, nil
+}
+
+type imagesAdapter struct{ s *image.Service }
+
+func (a imagesAdapter) Lease(ctx context.Context, holder, name string) (*container.Image, error) {
+	img, err := a.s.Lease(ctx, holder, name)
+	switch {
+	case errors.Is(err, image.ErrNotFound):
+		return nil, fmt.Errorf("%w: image %s", container.ErrNotFound, name)
+	case errors.Is(err, image.ErrInvalidReference):
+		return nil, fmt.Errorf("%w: image %s: %w", container.ErrInvalid, name, err)
+	case err != nil:
+		return nil, err
+	}
+	return &container.Image{ID: img.ID, RepoTags: img.RepoTags, RepoDigests: img.RepoDigests, LowerDirs: img.LowerDirs(), Config: img.Config}, nil
+}
+
+func (a imagesAdapter) Release(ctx context.Context, holder string) error {
+	return a.s.Release(ctx, holder)
+}
+func (a imagesAdapter) Holders() []string { return a.s.Holders() }

@@ -1,0 +1,233 @@
+package container
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-runtime/berth/container/monitor"
+	"github.com/berth-runtime/berth/container/spec"
+)
+
+// Create is CreateContainer: it returns the new container's id. A failed
+// create undoes everything it did.
+func (s *Service) Create(ctx context.Context, podID string, cfg *runtimeapi.ContainerConfig, podCfg *runtimeapi.PodSandboxConfig) (_ string, err error) {
+	if cfg == nil {
+		return "", fmt.Errorf("%w: config: missing", ErrInvalid)
+	}
+	if cfg.GetMetadata().GetName() == "" {
+		return "", fmt.Errorf("%w: config.metadata.name: missing", ErrInvalid)
+	}
+	if cfg.GetImage().GetImage() == "" {
+		return "", fmt.Errorf("%w: config.image.image: missing", ErrInvalid)
+	}
+	pod, err := s.opts.Pods.Pod(ctx, podID)
+	if err != nil {
+		return "", err
+	}
+	if !pod.Ready {
+		return "", fmt.Errorf("%w: pod sandbox %s is not ready", ErrState, pod.ID)
+	}
+	if podCfg == nil {
+		podCfg = pod.Config
+	}
+	// Not the named result: the undo closures need it after "return "", err".
+	id := newID()
+	key := nameKey(pod.ID, cfg.GetMetadata())
+	if err := s.reserve(key, id); err != nil {
+		return "", err
+	}
+	var undo []func()
+	defer func() {
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
+		}
+	}()
+	undo = append(undo, func() { s.unreserve(key, id) })
+	cleanup := context.WithoutCancel(ctx)
+
+	img, err := s.opts.Images.Lease(ctx, id, cfg.GetImage().GetImage())
+	if err != nil {
+		return "", fmt.Errorf("container %s: image %s: %w", id, cfg.GetImage().GetImage(), err)
+	}
+	undo = append(undo, func() { s.opts.Images.Release(cleanup, id) })
+	imgCfg, err := parseImageConfig(img.Config)
+	if err != nil {
+		return "", fmt.Errorf("container %s: %w", id, err)
+	}
+
+	dir := filepath.Join(s.dir, id)
+	upper := filepath.Join(s.upper, id)
+	rootfs := filepath.Join(dir, "rootfs")
+	rec := Record{
+		ID: id, PodID: pod.ID, State: StateCreating, ImageID: img.ID, ImageRef: imageRef(img),
+		CreatedAt: time.Now().UnixNano(), Dir: dir, Upper: upper, StopSignal: imgCfg.StopSignal,
+	}
+	if rec.Config, err = proto.Marshal(cfg); err != nil {
+		return "", fmt.Errorf("container %s: %w", id, err)
+	}
+	if r := cfg.GetLinux().GetResources(); r != nil {
+		rec.Resources, _ = proto.Marshal(r)
+	}
+	if lp := cfg.GetLogPath(); lp != "" {
+		rec.LogPath = filepath.Join(podCfg.GetLogDirectory(), lp)
+		if !filepath.IsAbs(rec.LogPath) {
+			return "", fmt.Errorf("%w: log_path: %q under log directory %q is not absolute", ErrInvalid, lp, podCfg.GetLogDirectory())
+		}
+	}
+	// Written first, so that a crash from here on is undone by recovery.
+	if err := s.records.Put(id, &rec); err != nil {
+		return "", fmt.Errorf("container %s: %w", id, err)
+	}
+	undo = append(undo, func() { s.records.Delete(id) })
+	undo = append(undo, func() { os.RemoveAll(dir); os.RemoveAll(upper) })
+	if err := mountRootfs(id, img.LowerDirs, upper, rootfs); err != nil {
+		return "", err
+	}
+	undo = append(undo, func() { unmountRootfs(rootfs) })
+
+	in := &spec.Input{
+		ID: id, Config: cfg, Image: imgCfg, ImageName: cfg.GetImage().GetImage(), Rootfs: rootfs,
+		Pod: pod.Pod, Host: s.host, Files: spec.DirFS(rootfs),
+	}
+	in.Pod.Config = podCfg
+	if target := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetTargetId(); target != "" &&
+		cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetPid() == runtimeapi.NamespaceMode_TARGET {
+		if in.TargetPID, err = s.targetPID(target, pod.ID); err != nil {
+			return "", err
+		}
+	}
+	oci, err := spec.Build(in)
+	if err != nil {
+		if spec.IsInvalid(err) {
+			return "", fmt.Errorf("%w: container %s: %w", ErrInvalid, id, err)
+		}
+		return "", fmt.Errorf("container %s: %w", id, err)
+	}
+	rec.UID, rec.GID = int64(oci.Process.User.UID), int64(oci.Process.User.GID)
+	for _, g := range oci.Process.User.AdditionalGids {
+		rec.Groups = append(rec.Groups, int64(g))
+	}
+	specJSON, err := json.Marshal(oci)
+	if err != nil {
+		return "", fmt.Errorf("container %s: %w", id, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, monitor.SpecFile), specJSON, 0o600); err != nil {
+		return "", fmt.Errorf("container %s: %w", id, err)
+	}
+	if rec.LogPath != "" {
+		if err := os.MkdirAll(filepath.Dir(rec.LogPath), 0o755); err != nil {
+			return "", fmt.Errorf("container %s: log directory: %w", id, err)
+		}
+	}
+
+	mon, err := s.monitorFor(ctx, pod.ID)
+	if err != nil {
+		return "", fmt.Errorf("container %s: %w", id, err)
+	}
+	resp, err := mon.client.Call(ctx, &monitor.Request{Op: monitor.OpCreate, ID: id, Create: &monitor.CreateRequest{
+		Dir: dir, LogPath: rec.LogPath, Stdin: cfg.GetStdin(), StdinOnce: cfg.GetStdinOnce(),
+	}})
+	if err != nil {
+		// A create that timed out on our side may still finish there.
+		s.monitorDelete(cleanup, mon, id)
+		return "", fmt.Errorf("container %s: %w", id, err)
+	}
+	undo = append(undo, func() { s.monitorDelete(cleanup, mon, id) })
+	rec.Pid = resp.Pid
+	rec.PidStart = processStart(resp.Pid)
+	rec.State = StateCreated
+	if err := s.records.Put(id, &rec); err != nil {
+		return "", fmt.Errorf("container %s: %w", id, err)
+	}
+	c := &ctr{rec: rec, cfg: cfg, resources: cfg.GetLinux().GetResources(), spec: specJSON, exited: make(chan struct{})}
+	s.mu.Lock()
+	s.ctrs[id] = c
+	s.mu.Unlock()
+	go s.watch(c, mon)
+	return id, nil
+}
+
+// monitorDelete kills and forgets a container in its monitor, for undo.
+func (s *Service) monitorDelete(ctx context.Context, mon *podMonitor, id string) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := mon.client.Call(ctx, &monitor.Request{Op: monitor.OpSignal, ID: id, Signal: 9}); err != nil &&
+		(errors.Is(err, monitor.ErrUnreachable) || monitor.IsCode(err, monitor.CodeNotFound)) {
+		return
+	}
+	mon.client.Call(ctx, &monitor.Request{Op: monitor.OpWait, ID: id})
+	mon.client.Call(ctx, &monitor.Request{Op: monitor.OpDelete, ID: id})
+}
+
+func (s *Service) targetPID(target, podID string) (int, error) {
+	t, err := s.lookup(target)
+	if err != nil {
+		return 0, fmt.Errorf("%w: linux.security_context.namespace_options.target_id: %w", ErrInvalid, err)
+	}
+	rec := t.snapshot()
+	if rec.PodID != podID || rec.State != StateRunning {
+		return 0, fmt.Errorf("%w: linux.security_context.namespace_options.target_id: container %s is not running in pod %s", ErrInvalid, target, podID)
+	}
+	return rec.Pid, nil
+}
+
+func imageRef(img *Image) string {
+	if len(img.RepoDigests) > 0 {
+		return img.RepoDigests[0]
+	}
+	return img.ID
+}
+
+func parseImageConfig(raw []byte) (spec.ImageConfig, error) {
+	var f struct {
+		Config struct {
+			User       string   `json:"User"`
+			Env        []string `json:"Env"`
+			Entrypoint []string `json:"Entrypoint"`
+			Cmd        []string `json:"Cmd"`
+			WorkingDir string   `json:"WorkingDir"`
+			StopSignal string   `json:"StopSignal"`
+		} `json:"config"`
+	}
+	if len(raw) == 0 {
+		return spec.ImageConfig{}, nil
+	}
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return spec.ImageConfig{}, fmt.Errorf("decode image config: %w", err)
+	}
+	c := f.Config
+	return spec.ImageConfig{User: c.User, Env: c.Env, Entrypoint: c.Entrypoint, Cmd: c.Cmd, WorkingDir: c.WorkingDir, StopSignal: c.StopSignal}, nil
+}
+
+// processStart is the start time of pid (field 22 of /proc/<pid>/stat),
+// which tells a process from a later one that reused its pid.
+func processStart(pid int) uint64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name may hold spaces: fields count from its closing ')'.
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	fields := strings.Fields(s[i+1:])
+	if len(fields) < 20 {
+		return 0
+	}
+	v, _ := strconv.ParseUint(fields[19], 10, 64)
+	return v
+}

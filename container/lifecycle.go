@@ -1,0 +1,262 @@
+package container
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/berth-runtime/berth/container/monitor"
+)
+
+// ReasonMonitorGone is the exit reason of a container whose monitor died:
+// nobody could see how its process ended.
+const ReasonMonitorGone = "MonitorGone"
+
+// watch waits, through the pod's monitor, for the container to exit and
+// records the exit. It is how berth learns of exits without polling.
+func (s *Service) watch(c *ctr, mon *podMonitor) {
+	id := c.snapshot().ID
+	for {
+		resp, err := mon.client.Call(s.ctx, &monitor.Request{Op: monitor.OpWait, ID: id})
+		switch {
+		case err == nil && resp.Exit != nil:
+			s.setExit(c, resp.Exit, "")
+			return
+		case s.ctx.Err() != nil:
+			return
+		case errors.Is(err, monitor.ErrUnreachable) || monitor.IsCode(err, monitor.CodeNotFound):
+			s.monitorGone(c)
+			return
+		default:
+			s.log.Warn("wait for container exit", "container", id, "error", err)
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
+// monitorGone ends a container whose monitor died. The monitor may have
+// recorded the exit before dying; otherwise the process, if it still
+// runs, is killed: no one would log its output or see it exit.
+func (s *Service) monitorGone(c *ctr) {
+	rec := c.snapshot()
+	if e, err := monitor.ReadExit(rec.Dir); err == nil && e != nil {
+		s.setExit(c, e, "")
+		return
+	}
+	if rec.Pid > 0 && rec.PidStart != 0 && processStart(rec.Pid) == rec.PidStart {
+		unix.Kill(rec.Pid, unix.SIGKILL)
+	}
+	s.log.Warn("container's monitor is gone", "container", rec.ID, "pod", rec.PodID)
+	s.setExit(c, &monitor.Exit{Code: 255, FinishedAt: time.Now(),
+		Message: "the pod's monitor process is gone: the container's exit status is unknown"}, ReasonMonitorGone)
+}
+
+func (s *Service) setExit(c *ctr, e *monitor.Exit, reason string) {
+	c.mu.Lock()
+	if c.isExited() {
+		c.mu.Unlock()
+		return
+	}
+	c.rec.State, c.rec.Exit, c.rec.Reason = StateExited, e, reason
+	rec := c.rec
+	removed := c.removed
+	close(c.exited)
+	c.mu.Unlock()
+	if !removed {
+		if err := s.records.Put(rec.ID, &rec); err != nil {
+			s.log.Error("record container exit", "container", rec.ID, "error", err)
+		}
+	}
+}
+
+// Start is StartContainer.
+func (s *Service) Start(ctx context.Context, id string) error {
+	c, err := s.lookup(id)
+	if err != nil {
+		return err
+	}
+	c.op.Lock()
+	defer c.op.Unlock()
+	rec := c.snapshot()
+	if rec.State != StateCreated || c.isExited() {
+		return fmt.Errorf("%w: container %s is %s, not created", ErrState, rec.ID, rec.State)
+	}
+	mon := s.existingMonitor(rec.PodID)
+	if _, err := mon.client.Call(ctx, &monitor.Request{Op: monitor.OpStart, ID: rec.ID}); err != nil {
+		return fmt.Errorf("container %s: start: %w", rec.ID, err)
+	}
+	c.mu.Lock()
+	if !c.isExited() {
+		c.rec.State = StateRunning
+	}
+	c.rec.StartedAt = time.Now().UnixNano()
+	rec = c.rec
+	c.mu.Unlock()
+	if err := s.records.Put(rec.ID, &rec); err != nil {
+		return fmt.Errorf("container %s: %w", rec.ID, err)
+	}
+	return nil
+}
+
+// Stop is StopContainer: the stop signal, then SIGKILL once timeout has
+// passed (at once for a zero timeout). It returns when the container has
+// exited. Stopping an exited container succeeds.
+func (s *Service) Stop(ctx context.Context, id string, timeout time.Duration) error {
+	c, err := s.lookup(id)
+	if err != nil {
+		return err
+	}
+	return s.stop(ctx, c, timeout)
+}
+
+func (s *Service) stop(ctx context.Context, c *ctr, timeout time.Duration) error {
+	if c.isExited() {
+		return nil
+	}
+	rec := c.snapshot()
+	mon := s.existingMonitor(rec.PodID)
+	signal := func(sig syscall.Signal) error {
+		_, err := mon.client.Call(ctx, &monitor.Request{Op: monitor.OpSignal, ID: rec.ID, Signal: int(sig)})
+		if err == nil || monitor.IsCode(err, monitor.CodeNotRunning) {
+			return nil
+		}
+		if errors.Is(err, monitor.ErrUnreachable) {
+			s.monitorGone(c)
+			return nil
+		}
+		return fmt.Errorf("container %s: signal %s: %w", rec.ID, sig, err)
+	}
+	// A container never started has nothing to shut down gracefully.
+	if timeout > 0 && rec.State == StateRunning {
+		sig, err := s.stopSignal(c)
+		if err != nil {
+			return err
+		}
+		if err := signal(sig); err != nil {
+			return err
+		}
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		select {
+		case <-c.exited:
+			return nil
+		case <-t.C:
+		case <-ctx.Done():
+			return fmt.Errorf("container %s: stop: %w", rec.ID, ctx.Err())
+		}
+	}
+	if err := signal(syscall.SIGKILL); err != nil {
+		return err
+	}
+	select {
+	case <-c.exited:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("container %s: wait for exit after SIGKILL: %w", rec.ID, ctx.Err())
+	}
+}
+
+// Remove is RemoveContainer: a running container is killed first. The log
+// file stays: it belongs to the kubelet. Removing an unknown container
+// succeeds.
+func (s *Service) Remove(ctx context.Context, id string) error {
+	c, err := s.lookup(id)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	c.op.Lock()
+	defer c.op.Unlock()
+	if c.removed {
+		return nil
+	}
+	if err := s.stop(ctx, c, 0); err != nil {
+		return err
+	}
+	rec := c.snapshot()
+	if err := s.release(ctx, &rec); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.removed = true
+	c.mu.Unlock()
+	s.mu.Lock()
+	delete(s.ctrs, rec.ID)
+	if cfg, err := decodeConfig(rec.Config); err == nil {
+		if key := nameKey(rec.PodID, cfg.GetMetadata()); s.names[key] == rec.ID {
+			delete(s.names, key)
+		}
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// release frees everything an exited (or half-created) container holds,
+// in an order that a retry after a failure can resume.
+func (s *Service) release(ctx context.Context, rec *Record) error {
+	mon := s.existingMonitor(rec.PodID)
+	if _, err := mon.client.Call(ctx, &monitor.Request{Op: monitor.OpDelete, ID: rec.ID}); err != nil &&
+		!errors.Is(err, monitor.ErrUnreachable) && !monitor.IsCode(err, monitor.CodeNotFound) {
+		return fmt.Errorf("container %s: remove from monitor: %w", rec.ID, err)
+	}
+	if err := unmountRootfs(rec.Dir + "/rootfs"); err != nil {
+		return fmt.Errorf("container %s: %w", rec.ID, err)
+	}
+	for _, d := range []string{rec.Dir, rec.Upper} {
+		if err := os.RemoveAll(d); err != nil {
+			return fmt.Errorf("container %s: %w", rec.ID, err)
+		}
+	}
+	if err := s.opts.Images.Release(ctx, rec.ID); err != nil {
+		return fmt.Errorf("container %s: %w", rec.ID, err)
+	}
+	if err := s.records.Delete(rec.ID); err != nil {
+		return fmt.Errorf("container %s: %w", rec.ID, err)
+	}
+	return nil
+}
+
+func (s *Service) podContainers(podID string) []*ctr {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []*ctr
+	for _, c := range s.ctrs {
+		if c.snapshot().PodID == podID {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// StopPodContainers kills every container of a pod (the kubelet already
+// stopped them gracefully before it stops the pod).
+func (s *Service) StopPodContainers(ctx context.Context, podID string) error {
+	var errs []error
+	for _, c := range s.podContainers(podID) {
+		errs = append(errs, s.stop(ctx, c, 0))
+	}
+	return errors.Join(errs...)
+}
+
+// RemovePodContainers removes every container of a pod, then its monitor.
+func (s *Service) RemovePodContainers(ctx context.Context, podID string) error {
+	var errs []error
+	for _, c := range s.podContainers(podID) {
+		errs = append(errs, s.Remove(ctx, c.snapshot().ID))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return s.stopMonitor(ctx, podID)
+}

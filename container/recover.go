@@ -1,0 +1,114 @@
+package container
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+
+	"github.com/berth-runtime/berth/container/monitor"
+)
+
+// recover rebuilds the index from the records of a previous run and
+// reconciles it with what still exists: exits recorded by the monitors
+// while berth was down are picked up, running containers are watched
+// again, and a container whose monitor is gone is ended.
+func (s *Service) recover(ctx context.Context) error {
+	recs, corrupt, err := s.records.LoadAll()
+	if err != nil {
+		return err
+	}
+	for _, c := range corrupt {
+		s.log.Error("unreadable container record moved aside", "container", c.ID, "path", c.Path, "error", c.Err)
+	}
+	for id, rec := range recs {
+		if rec.State == StateCreating {
+			// Berth died inside CreateContainer: undo it.
+			s.log.Info("removing container whose create was interrupted", "container", id)
+			if err := s.release(ctx, rec); err != nil {
+				s.log.Error("undo interrupted create", "container", id, "error", err)
+			}
+			continue
+		}
+		cfg, err := decodeConfig(rec.Config)
+		if err != nil {
+			s.log.Error("undecodable container config", "container", id, "error", err)
+			continue
+		}
+		c := &ctr{rec: *rec, cfg: cfg, resources: decodeResources(rec.Resources), exited: make(chan struct{})}
+		c.spec, _ = os.ReadFile(filepath.Join(rec.Dir, monitor.SpecFile))
+		if rec.State == StateExited {
+			close(c.exited)
+		}
+		s.ctrs[id] = c
+		s.names[nameKey(rec.PodID, cfg.GetMetadata())] = id
+	}
+	for _, c := range s.ctrs {
+		if c.isExited() {
+			continue
+		}
+		rec := c.snapshot()
+		if e, err := monitor.ReadExit(rec.Dir); err == nil && e != nil {
+			s.setExit(c, e, "")
+			continue
+		}
+		mon := s.existingMonitor(rec.PodID)
+		resp, err := mon.client.Call(ctx, &monitor.Request{Op: monitor.OpStatus, ID: rec.ID})
+		switch {
+		case errors.Is(err, monitor.ErrUnreachable) || monitor.IsCode(err, monitor.CodeNotFound):
+			s.monitorGone(c)
+			continue
+		case err == nil && resp.State == monitor.StateRunning && rec.State == StateCreated:
+			// Started, but berth died before recording it.
+			c.rec.State = StateRunning
+		}
+		go s.watch(c, mon)
+	}
+	s.collectOrphans()
+	return nil
+}
+
+// collectOrphans removes writable layers and state dirs no record names:
+// after a reboot the records (on tmpfs) are gone, the layers are not.
+func (s *Service) collectOrphans() {
+	for _, parent := range []string{s.upper, s.dir} {
+		entries, err := os.ReadDir(parent)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			if _, known := s.ctrs[e.Name()]; known {
+				continue
+			}
+			p := filepath.Join(parent, e.Name())
+			if err := unmountRootfs(filepath.Join(p, "rootfs")); err != nil {
+				s.log.Warn("unmount orphan rootfs", "path", p, "error", err)
+				continue
+			}
+			s.log.Info("removing container leftovers", "path", p)
+			os.RemoveAll(p)
+		}
+	}
+	known := map[string]bool{}
+	for id := range s.ctrs {
+		known[id] = true
+	}
+	for _, h := range s.opts.Images.Holders() {
+		if !known[h] && isContainerID(h) {
+			s.log.Info("releasing image lease of a container that is gone", "container", h)
+			s.opts.Images.Release(context.Background(), h)
+		}
+	}
+}
+
+func isContainerID(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,44 @@
+package container
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// mountRootfs mounts the image's layers with a private writable layer on
+// top. The upper layer lives under the persistent root, not on the state
+// tmpfs, so a container writing a lot does not eat the node's memory.
+func mountRootfs(id string, lower []string, upper, target string) error {
+	if len(lower) == 0 {
+		return fmt.Errorf("container %s: image has no layers", id)
+	}
+	for _, d := range []string{filepath.Join(upper, "upper"), filepath.Join(upper, "work"), target} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("container %s: %w", id, err)
+		}
+	}
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s",
+		strings.Join(lower, ":"), filepath.Join(upper, "upper"), filepath.Join(upper, "work"))
+	if len(opts) >= unix.Getpagesize() {
+		return fmt.Errorf("container %s: %d image layers are too many for one overlay mount", id, len(lower))
+	}
+	if err := unix.Mount("overlay", target, "overlay", 0, opts); err != nil {
+		return fmt.Errorf("container %s: mount rootfs: %w", id, err)
+	}
+	return nil
+}
+
+// unmountRootfs is idempotent: a target that is not mounted (or is gone)
+// is fine.
+func unmountRootfs(target string) error {
+	err := unix.Unmount(target, unix.MNT_DETACH)
+	if err == nil || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	return fmt.Errorf("unmount %s: %w", target, err)
+}

@@ -1,0 +1,202 @@
+// Package container is berth's container lifecycle: CRI requests become an
+// overlay root filesystem, an OCI runtime spec (package spec) and calls to
+// the pod's monitor (package monitor), which owns the processes. Every
+// query is answered from memory; records are written on change.
+package container
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-runtime/berth/container/monitor"
+	"github.com/berth-runtime/berth/container/spec"
+	"github.com/berth-runtime/berth/internal/store"
+)
+
+// Errors callers map to CRI status codes; returned errors wrap one of them
+// with the container or pod they concern.
+var (
+	ErrNotFound     = errors.New("not found")
+	ErrInvalid      = errors.New("invalid argument")
+	ErrNameReserved = errors.New("name is reserved")
+	// ErrState: the container is not in a state that allows the call.
+	ErrState   = errors.New("failed precondition")
+	ErrTimeout = errors.New("timed out")
+)
+
+// Pod is what the container service needs to know about a pod sandbox.
+type Pod struct {
+	spec.Pod
+	Ready bool
+}
+
+// Pods looks up pod sandboxes; a missing pod is an error wrapping
+// ErrNotFound.
+type Pods interface {
+	Pod(ctx context.Context, id string) (*Pod, error)
+}
+
+// Image is a stored image as a container uses it.
+type Image struct {
+	ID          string
+	RepoTags    []string
+	RepoDigests []string
+	// LowerDirs are the unpacked layers, top first (overlay's order).
+	LowerDirs []string
+	Config    []byte // image config JSON
+}
+
+// Images leases images: a leased image's layers stay on disk until
+// Release, whatever happens to the image. A missing image wraps
+// ErrNotFound.
+type Images interface {
+	Lease(ctx context.Context, holder, name string) (*Image, error)
+	Release(ctx context.Context, holder string) error
+	Holders() []string
+}
+
+// Options configure a Service.
+type Options struct {
+	Root   string // persistent root: writable layers
+	State  string // volatile root: records, specs, rootfs mounts, monitors
+	Pods   Pods
+	Images Images
+	// MonitorBinary is berth-monitor; empty looks next to berth.
+	MonitorBinary string
+	Host          spec.Host // default spec.SystemHost
+	Logger        *slog.Logger
+}
+
+// Service runs containers.
+type Service struct {
+	opts    Options
+	log     *slog.Logger
+	host    spec.Host
+	records *store.Records[Record]
+	dir     string // <state>/containers
+	upper   string // <root>/containers
+	runc    string // <state>/runc, libcontainer's root
+
+	ctx    context.Context // ends with Close: stops the exit watchers
+	cancel context.CancelFunc
+
+	mu    sync.RWMutex
+	ctrs  map[string]*ctr
+	names map[string]string // reservation key → container id
+
+	monMu    sync.Mutex
+	monitors map[string]*podMonitor
+}
+
+// New loads the containers of a previous run and reattaches to their
+// monitors (see recover.go).
+func New(ctx context.Context, opts Options) (*Service, error) {
+	if opts.Root == "" || opts.State == "" || opts.Pods == nil || opts.Images == nil {
+		return nil, errors.New("container: Root, State, Pods and Images are required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Host == nil {
+		opts.Host = spec.SystemHost{}
+	}
+	s := &Service{
+		opts:     opts,
+		log:      opts.Logger.With("component", "container"),
+		host:     opts.Host,
+		dir:      filepath.Join(opts.State, "containers"),
+		upper:    filepath.Join(opts.Root, "containers"),
+		runc:     filepath.Join(opts.State, "runc"),
+		ctrs:     map[string]*ctr{},
+		names:    map[string]string{},
+		monitors: map[string]*podMonitor{},
+	}
+	for _, d := range []string{s.dir, s.upper, s.runc} {
+		if err := os.MkdirAll(d, 0o711); err != nil {
+			return nil, fmt.Errorf("container: %w", err)
+		}
+	}
+	var err error
+	if s.records, err = store.Open[Record](filepath.Join(opts.State, "container-records")); err != nil {
+		return nil, fmt.Errorf("container: %w", err)
+	}
+	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	if err := s.recover(ctx); err != nil {
+		s.cancel()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close stops watching exits. Containers and monitors keep running.
+func (s *Service) Close() { s.cancel() }
+
+func (s *Service) monitorBinary() (string, error) {
+	if s.opts.MonitorBinary != "" {
+		return s.opts.MonitorBinary, nil
+	}
+	return monitor.FindBinary()
+}
+
+// lookup finds a container by id or unique id prefix.
+func (s *Service) lookup(id string) (*ctr, error) {
+	if id == "" {
+		return nil, fmt.Errorf("%w: empty container id", ErrNotFound)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if c, ok := s.ctrs[id]; ok {
+		return c, nil
+	}
+	var found *ctr
+	for full, c := range s.ctrs {
+		if strings.HasPrefix(full, id) {
+			if found != nil {
+				return nil, fmt.Errorf("%w: container id prefix %s is ambiguous", ErrNotFound, id)
+			}
+			found = c
+		}
+	}
+	if found == nil {
+		return nil, fmt.Errorf("%w: container %s", ErrNotFound, id)
+	}
+	return found, nil
+}
+
+func nameKey(podID string, md *runtimeapi.ContainerMetadata) string {
+	return fmt.Sprintf("%s/%s/%d", podID, md.GetName(), md.GetAttempt())
+}
+
+func (s *Service) reserve(key, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if other, ok := s.names[key]; ok {
+		return fmt.Errorf("%w: container name %q in pod is already used by container %s", ErrNameReserved, key, other)
+	}
+	s.names[key] = id
+	return nil
+}
+
+func (s *Service) unreserve(key, id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.names[key] == id {
+		delete(s.names, key)
+	}
+}
+
+func newID() string {
+	var b [32]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

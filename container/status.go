@@ -1,0 +1,161 @@
+package container
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Exit reasons, as the kubelet and containerd spell them.
+const (
+	ReasonCompleted = "Completed"
+	ReasonError     = "Error"
+	ReasonOOMKilled = "OOMKilled"
+)
+
+func criState(c *ctr) runtimeapi.ContainerState {
+	switch c.rec.State {
+	case StateCreated:
+		return runtimeapi.ContainerState_CONTAINER_CREATED
+	case StateRunning:
+		return runtimeapi.ContainerState_CONTAINER_RUNNING
+	case StateExited:
+		return runtimeapi.ContainerState_CONTAINER_EXITED
+	}
+	return runtimeapi.ContainerState_CONTAINER_UNKNOWN
+}
+
+// Status is ContainerStatus, from memory. The verbose map holds "info": a
+// JSON document with the pid, the OCI spec and where things are.
+func (s *Service) Status(ctx context.Context, id string, verbose bool) (*runtimeapi.ContainerStatus, map[string]string, error) {
+	c, err := s.lookup(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	r := &c.rec
+	st := &runtimeapi.ContainerStatus{
+		Id:          r.ID,
+		Metadata:    c.cfg.GetMetadata(),
+		State:       criState(c),
+		CreatedAt:   r.CreatedAt,
+		StartedAt:   r.StartedAt,
+		Image:       c.cfg.GetImage(),
+		ImageRef:    r.ImageRef,
+		ImageId:     r.ImageID,
+		Labels:      c.cfg.GetLabels(),
+		Annotations: c.cfg.GetAnnotations(),
+		Mounts:      c.cfg.GetMounts(),
+		LogPath:     r.LogPath,
+		StopSignal:  c.cfg.GetStopSignal(),
+		User: &runtimeapi.ContainerUser{Linux: &runtimeapi.LinuxContainerUser{
+			Uid: r.UID, Gid: r.GID, SupplementalGroups: r.Groups,
+		}},
+	}
+	if c.resources != nil {
+		st.Resources = &runtimeapi.ContainerResources{Linux: c.resources}
+	}
+	if e := r.Exit; e != nil && r.State == StateExited {
+		st.FinishedAt = e.FinishedAt.UnixNano()
+		st.ExitCode = int32(e.Code)
+		st.Message = e.Message
+		switch {
+		case r.Reason != "":
+			st.Reason = r.Reason
+		case e.OOMKilled:
+			st.Reason = ReasonOOMKilled
+		case e.Code == 0:
+			st.Reason = ReasonCompleted
+		default:
+			st.Reason = ReasonError
+		}
+	}
+	if !verbose {
+		return st, nil, nil
+	}
+	info := map[string]any{
+		"sandboxID":   r.PodID,
+		"pid":         r.Pid,
+		"rootfs":      r.Dir + "/rootfs",
+		"runtimeSpec": json.RawMessage(c.spec),
+	}
+	if r.State == StateExited {
+		info["pid"] = 0
+	}
+	b, err := json.Marshal(info)
+	if err != nil {
+		return nil, nil, fmt.Errorf("container %s: verbose info: %w", r.ID, err)
+	}
+	return st, map[string]string{"info": string(b)}, nil
+}
+
+// List is ListContainers with every CRI filter.
+func (s *Service) List(ctx context.Context, f *runtimeapi.ContainerFilter) []*runtimeapi.Container {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []*runtimeapi.Container
+	for _, c := range s.ctrs {
+		c.mu.RLock()
+		r := &c.rec
+		ok := r.State != StateCreating &&
+			(f.GetId() == "" || strings.HasPrefix(r.ID, f.GetId())) &&
+			(f.GetPodSandboxId() == "" || strings.HasPrefix(r.PodID, f.GetPodSandboxId())) &&
+			(f.GetState() == nil || f.GetState().GetState() == criState(c)) &&
+			matchLabels(c.cfg.GetLabels(), f.GetLabelSelector())
+		if ok {
+			out = append(out, &runtimeapi.Container{
+				Id: r.ID, PodSandboxId: r.PodID, Metadata: c.cfg.GetMetadata(),
+				Image: c.cfg.GetImage(), ImageRef: r.ImageRef, ImageId: r.ImageID,
+				State: criState(c), CreatedAt: r.CreatedAt,
+				Labels: c.cfg.GetLabels(), Annotations: c.cfg.GetAnnotations(),
+			})
+		}
+		c.mu.RUnlock()
+	}
+	return out
+}
+
+func matchLabels(labels, selector map[string]string) bool {
+	for k, v := range selector {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// stopSignal is the CRI config's stop signal, else the image's, else
+// SIGTERM.
+func (s *Service) stopSignal(c *ctr) (syscall.Signal, error) {
+	if sig := c.cfg.GetStopSignal(); sig != runtimeapi.Signal_SIGNAL_RUNTIME_DEFAULT {
+		if n := unix.SignalNum(strings.TrimPrefix(sig.String(), "SIGNAL_")); n != 0 {
+			return n, nil
+		}
+		return 0, fmt.Errorf("%w: stop_signal: unknown signal %s", ErrInvalid, sig)
+	}
+	if name := c.snapshot().StopSignal; name != "" {
+		return parseSignal(name)
+	}
+	return syscall.SIGTERM, nil
+}
+
+func parseSignal(name string) (syscall.Signal, error) {
+	if n, err := strconv.Atoi(name); err == nil && n > 0 && n < 65 {
+		return syscall.Signal(n), nil
+	}
+	name = strings.ToUpper(name)
+	if !strings.HasPrefix(name, "SIG") {
+		name = "SIG" + name
+	}
+	if n := unix.SignalNum(name); n != 0 {
+		return n, nil
+	}
+	return 0, fmt.Errorf("%w: image stop signal %q", ErrInvalid, name)
+}
