@@ -30,7 +30,9 @@ func newContainers(ctx context.Context, cfg *config.Config, pods *sandbox.Manage
 
 // lateContainers lets the sandbox service, built first, reach the
 // container service built after it.
-type lateContainers struct{ svc atomic.Pointer[container.Service] }
+type lateContainers struct {
+	svc atomic.Pointer[container.Service]
+}
 
 func (l *lateContainers) set(s *container.Service) { l.svc.Store(s) }
 
