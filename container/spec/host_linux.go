@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	securejoin "github.com/cyphar/filepath-securejoin"
+	"github.com/moby/sys/capability"
 	"github.com/moby/sys/mountinfo"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
@@ -51,6 +52,27 @@ func (SystemHost) OwnOOMScoreAdj() int {
 	}
 	v, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	return v
+}
+
+// Capabilities implements Host: the bounding set of berth's process.
+func (SystemHost) Capabilities() []string {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return AllCapabilities()
+	}
+	var mask uint64
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapBnd:"); ok {
+			mask, _ = strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+		}
+	}
+	var out []string
+	for _, c := range capability.ListKnown() {
+		if mask&(1<<uint(c)) != 0 {
+			out = append(out, "CAP_"+strings.ToUpper(c.String()))
+		}
+	}
+	return out
 }
 
 // CgroupV2 implements Host.

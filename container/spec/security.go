@@ -100,7 +100,7 @@ func (b *builder) security(s *specs.Spec) error {
 		if !b.psc.GetPrivileged() {
 			return invalid("linux.security_context.privileged", "a privileged container needs a privileged pod sandbox")
 		}
-		caps = AllCapabilities()
+		caps = b.in.Host.Capabilities()
 	} else {
 		var err error
 		if caps, err = Capabilities(b.sc.GetCapabilities()); err != nil {

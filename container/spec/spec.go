@@ -66,6 +66,9 @@ type Host interface {
 	// OwnOOMScoreAdj is berth's own oom_score_adj: a child cannot go lower
 	// without CAP_SYS_RESOURCE.
 	OwnOOMScoreAdj() int
+	// Capabilities are those berth itself holds (its bounding set): a
+	// privileged container gets all of them, and cannot get more.
+	Capabilities() []string
 	// CgroupV2 tells whether containers get a cgroup v2 (unified) hierarchy.
 	CgroupV2() bool
 	// Devices describes the device node(s) at path (all nodes under it when

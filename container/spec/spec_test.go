@@ -24,6 +24,7 @@ func (h fakeHost) AppArmorEnabled() bool             { return h.apparmor }
 func (h fakeHost) AppArmorProfileLoaded(string) bool { return h.apparmor }
 func (h fakeHost) OwnOOMScoreAdj() int               { return h.ownOOM }
 func (h fakeHost) CgroupV2() bool                    { return h.v2 }
+func (h fakeHost) Capabilities() []string            { return AllCapabilities() }
 func (h fakeHost) AllDevices() ([]specs.LinuxDevice, error) {
 	return []specs.LinuxDevice{{Path: "/dev/sda", Type: "b", Major: 8}}, nil
 }
