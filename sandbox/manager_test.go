@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -532,3 +533,33 @@ func TestRetriedRunReturnsFirstPod(t *testing.T) {
 }
 
 var _ = ns.GetNS
+
+// TestStandalonePauseBinary runs a pod with cmd/berth-pause, as berth does
+// when the binary is installed next to it.
+func TestStandalonePauseBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds cmd/berth-pause")
+	}
+	bin := filepath.Join(t.TempDir(), "berth-pause")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/berth-runtime/berth/cmd/berth-pause").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build berth-pause: %v\n%s", err, out)
+	}
+	f := newFixture(t, nil)
+	f.m.pause = &DirectPause{Command: []string{bin}}
+	id := f.run(f.config("small"))
+	info, err := f.m.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", info.PausePid)); exe != bin {
+		t.Errorf("pause runs %s, want %s", exe, bin)
+	}
+	if got := readSysctlIn(t, info.PausePid, "uts", "kernel.hostname"); got != "small" {
+		t.Errorf("hostname = %q", got)
+	}
+	if err := f.m.Remove(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	f.assertGone(id, info.CgroupPath)
+}

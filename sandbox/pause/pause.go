@@ -18,6 +18,10 @@ import (
 // Subcommand is os.Args[1] that selects pause in the berth binary.
 const Subcommand = "pause"
 
+// Binary is the stand-alone pause binary (cmd/berth-pause), looked for
+// next to berth.
+const Binary = "berth-pause"
+
 // SpecEnv carries the Spec to the pause process.
 const SpecEnv = "BERTH_PAUSE_SPEC"
 
