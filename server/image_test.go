@@ -65,8 +65,11 @@ func TestImageRequestsValidated(t *testing.T) {
 	s, _ := newTestServer(t, func(o *Options) { o.Images = &fakeImages{} })
 	ctx := context.Background()
 	for name, call := range map[string]func() error{
-		"pull":   func() error { _, err := s.PullImage(ctx, &runtimeapi.PullImageRequest{}); return err },
-		"status": func() error { _, err := s.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{}}); return err },
+		"pull": func() error { _, err := s.PullImage(ctx, &runtimeapi.PullImageRequest{}); return err },
+		"status": func() error {
+			_, err := s.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{}})
+			return err
+		},
 		"remove": func() error { _, err := s.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{}); return err },
 	} {
 		if err := call(); status.Code(err) != codes.InvalidArgument {
