@@ -175,3 +175,46 @@ func TestGCDetachesUnknownPods(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestPodCIDRBecomesIPRange(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	ctx := context.Background()
+	n := cnitest.NewNet(t)
+	// A network meant for the pod CIDR: the ipRanges capability, and no
+	// ranges of its own (host-local would add the runtime's to them).
+	n.WriteConf(t, "05-cidr.conflist", map[string]any{
+		"cniVersion": "1.0.0", "name": n.Name,
+		"plugins": []any{map[string]any{
+			"type": "bridge", "bridge": n.Bridge, "isGateway": true,
+			"capabilities": map[string]bool{"ipRanges": true},
+			"ipam":         map[string]any{"type": "host-local", "dataDir": n.DataDir},
+		}},
+	})
+	c := newTestCNI(t, n.ConfDir, []string{n.BinDir})
+	podCIDR := cnitest.FreeSubnet(t)
+	if err := c.SetPodCIDRs([]string{"nonsense"}); err == nil {
+		t.Fatal("bad pod CIDR accepted")
+	}
+	if err := c.SetPodCIDRs([]string{podCIDR.String()}); err != nil {
+		t.Fatal(err)
+	}
+	nss, _ := NewNetNS(t.TempDir())
+	path, err := nss.Create(ctx, "cidr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nss.Remove(ctx, path)
+	pod := &Pod{ID: "cidr", Name: "p", Namespace: "ns", UID: "u", NetNS: path}
+	res, err := c.Setup(ctx, pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !podCIDR.Contains(res.IPs[0]) {
+		t.Errorf("IP %s not from the pod CIDR %s", res.IPs[0], podCIDR)
+	}
+	if err := c.Teardown(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -58,13 +58,16 @@ func (d DefaultNetwork) Conflist() ([]byte, error) {
 		"name":       d.Name,
 		"plugins": []any{
 			map[string]any{
-				"type":         "bridge",
-				"bridge":       d.Bridge,
-				"isGateway":    true,
-				"ipMasq":       true,
-				"hairpinMode":  true,
-				"ipam":         ipam,
-				"capabilities": map[string]bool{"ipRanges": true},
+				"type":        "bridge",
+				"bridge":      d.Bridge,
+				"isGateway":   true,
+				"ipMasq":      true,
+				"hairpinMode": true,
+				// No ipRanges capability: host-local would add the
+				// kubelet's pod CIDR to this subnet rather than replace it,
+				// giving pods two IPv4 addresses and the bridge two
+				// gateways, which it refuses.
+				"ipam": ipam,
 			},
 			map[string]any{
 				"type":         "portmap",
