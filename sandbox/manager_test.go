@@ -53,8 +53,12 @@ func newFixture(t *testing.T, netw Network) *fixture {
 			f.m.Remove(ctx, p.Id)
 		}
 		f.m.Close()
+		// A test that failed half-way may have left pause processes.
 		if cg, err := newPodCgroup(f.parent); err == nil {
-			cg.Destroy()
+			cg.KillAll(ctx)
+			for _, dir := range cg.mgr.GetPaths() {
+				removeCgroupTree(dir)
+			}
 		}
 	})
 	return f
@@ -171,6 +175,16 @@ func (f *fixture) eventually(id string, want runtimeapi.PodSandboxState) bool {
 		}
 	}
 	return false
+}
+
+func removeCgroupTree(dir string) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.IsDir() {
+			removeCgroupTree(filepath.Join(dir, e.Name()))
+		}
+	}
+	os.Remove(dir)
 }
 
 // alive reports whether pid runs (a zombie does not).
