@@ -33,10 +33,14 @@ func (s *Service) Pull(ctx context.Context, refStr string, auth *AuthConfig) (st
 	if err != nil {
 		return "", err
 	}
+	// Layers unpacked from an endpoint that then failed stay pinned until
+	// the pull ends, so that the next endpoint reuses them.
+	var pinned []string
+	defer func() { s.unpin(pinned) }()
 	var errs []error
 	for _, ep := range s.regs.endpoints(ref.Registry, auth) {
 		start := time.Now()
-		id, err := s.pullFrom(ctx, ref, ep)
+		id, err := s.pullFrom(ctx, ref, ep, &pinned)
 		if err == nil {
 			s.log.Info("pulled image", "ref", ref.String(), "from", ep.String(), "id", id, "duration", time.Since(start))
 			return id, nil
@@ -115,7 +119,7 @@ type pulled struct {
 	layers    []layerRef
 }
 
-func (s *Service) pullFrom(ctx context.Context, ref Reference, ep endpoint) (string, error) {
+func (s *Service) pullFrom(ctx context.Context, ref Reference, ep endpoint, pinned *[]string) (string, error) {
 	gref, err := ref.on(ep.host, ep.insecure)
 	if err != nil {
 		return "", err
@@ -140,7 +144,7 @@ func (s *Service) pullFrom(ctx context.Context, ref Reference, ep endpoint) (str
 		chains[i] = l.ChainID
 	}
 	s.pin(chains)
-	defer s.unpin(chains)
+	*pinned = append(*pinned, chains...)
 
 	repo := gref.Context()
 	g, gctx := errgroup.WithContext(ctx)

@@ -520,3 +520,37 @@ func TestStalledRegistry(t *testing.T) {
 	}
 	assertEmptyStore(t, s)
 }
+
+// Layers that arrived from a mirror before it failed are not downloaded
+// again from the next endpoint.
+func TestFallbackReusesLayers(t *testing.T) {
+	needRoot(t)
+	first := gzLayer(t, file("a", strings.Repeat("a", 1000)))
+	second := gzLayer(t, file("b", strings.Repeat("b", 1000)))
+	img := buildImage(t, "", first, second)
+	upstream := newTestRegistry(t)
+	ref := upstream.push(t, "app:v1", img)
+	mirror := newTestRegistry(t)
+	mirror.push(t, "app:v1", img)
+	mirror.setHook(func(w http.ResponseWriter, r *http.Request) bool {
+		if strings.HasSuffix(r.URL.Path, digestOf(t, second)) {
+			time.Sleep(300 * time.Millisecond) // the first layer is in by then
+			http.Error(w, "broken", http.StatusNotFound)
+			return true
+		}
+		return false
+	})
+	s := newService(t, t.TempDir(), Options{Registries: map[string]RegistryHost{upstream.host: {Mirrors: []string{"http://" + mirror.host}}}})
+	if _, err := s.Pull(context.Background(), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := mirror.gets(digestOf(t, first)); n != 1 {
+		t.Errorf("first layer fetched %d times from the mirror", n)
+	}
+	if n := upstream.gets(digestOf(t, first)); n != 0 {
+		t.Errorf("first layer fetched again from upstream (%d times)", n)
+	}
+	if n := upstream.gets(digestOf(t, second)); n != 1 {
+		t.Errorf("second layer fetched %d times from upstream", n)
+	}
+}
