@@ -103,6 +103,19 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return err
 	}
 	defer unlock()
+	// The socket is claimed before recovery touches anything, so a daemon
+	// that is refused leaves the running one's pods and containers alone.
+	// Clients that connect before Serve wait in the listen backlog.
+	unlockSocket, err := lockSocket(cfg.Address)
+	if err != nil {
+		return err
+	}
+	defer unlockSocket()
+	sock, err := listenSocket(cfg.Address, cfg.SocketGroup)
+	if err != nil {
+		return err
+	}
+	defer sock.remove(log)
 
 	reg := prometheus.NewRegistry()
 	metrics, err := server.NewMetrics(reg)
@@ -138,17 +151,6 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-
-	unlockSocket, err := lockSocket(cfg.Address)
-	if err != nil {
-		return err
-	}
-	defer unlockSocket()
-	sock, err := listenSocket(cfg.Address, cfg.SocketGroup)
-	if err != nil {
-		return err
-	}
-	defer sock.remove(log)
 
 	var metricsServer *http.Server
 	if cfg.MetricsAddress != "" {
