@@ -139,7 +139,15 @@ func (s *Service) unpackLayer(ctx context.Context, rc io.Reader, l layerRef) (er
 	diff := sha256.New()
 	tee := io.TeeReader(dec, diff)
 	if err := applyTar(ctx, s.log, tee, tmp); err != nil {
-		return classify(err)
+		if errors.Is(err, errEscape) || ctx.Err() != nil {
+			return err
+		}
+		// A corrupt blob shows up first as a tar or decompression error;
+		// reading on to the end lets the digest check name the real cause.
+		if _, derr := io.Copy(io.Discard, br); derr != nil {
+			return fmt.Errorf("download: %w (unpack stopped at: %v)", derr, err)
+		}
+		return err
 	}
 	// The tar reader stops at the end-of-archive marker; the diff ID and
 	// the blob digest cover everything after it too.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -186,17 +187,17 @@ func TestPullBadBlobStoresNothing(t *testing.T) {
 			c := append([]byte(nil), data...)
 			c[len(c)/2] ^= 0xff
 			w.Write(c)
-		}, ""},
+		}, "sha256 checksum"},
 		{"truncated", func(w http.ResponseWriter) {
-			w.Header().Set("Content-Length", itoa(len(data)))
+			w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 			w.Write(data[:len(data)/2])
-		}, ""},
+		}, "unexpected EOF"},
 		{"wrong blob", func(w http.ResponseWriter) {
 			c, _ := gzLayer(t, file("two", "other")).Compressed()
 			b := make([]byte, 1<<20)
 			n, _ := c.Read(b)
 			w.Write(b[:n])
-		}, ""},
+		}, "sha256 checksum"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -210,10 +211,12 @@ func TestPullBadBlobStoresNothing(t *testing.T) {
 				return false
 			})
 			s := newService(t, t.TempDir(), Options{})
-			if _, err := s.Pull(context.Background(), ref, nil); err == nil {
+			_, err := s.Pull(context.Background(), ref, nil)
+			if err == nil {
 				t.Fatal("pull of a corrupt image succeeded")
-			} else {
-				t.Logf("failed as it should: %v", err)
+			}
+			if !strings.Contains(err.Error(), tt.msg) {
+				t.Errorf("error %q does not say %q", err, tt.msg)
 			}
 			assertEmptyStore(t, s)
 		})
