@@ -1,6 +1,7 @@
 package container_test
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"os"
@@ -39,8 +40,13 @@ func newEnv(t *testing.T) *env {
 
 func (e *env) cleanup() {
 	if e.d.Running() && e.d.Runtime != nil {
-		ctx := framework.Ctx(e.t)
-		if resp, err := e.d.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{}); err == nil {
+		// Not the test's context: it is cancelled before cleanups run.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		resp, err := e.d.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+		if err != nil {
+			e.t.Errorf("cleanup: list pods: %v", err)
+		} else {
 			for _, p := range resp.Items {
 				if _, err := e.d.Runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.Id}); err != nil {
 					e.t.Errorf("cleanup: remove pod %s: %v", p.Id, err)
