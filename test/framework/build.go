@@ -49,9 +49,9 @@ func build() (dir, path string, err error) {
 		return "", "", err
 	}
 	path = filepath.Join(dir, "berth")
-	// berth-monitor is looked for next to berth; it calls libcontainer,
+	// berth-monitor and berth-pause are looked for next to berth; the monitor calls libcontainer,
 	// whose seccomp support is behind the seccomp tag (and cgo).
-	cmd := exec.Command("go", "build", "-tags", "seccomp", "-o", dir+"/", "./cmd/berth", "./cmd/berth-monitor")
+	cmd := exec.Command("go", "build", "-tags", "seccomp", "-o", dir+"/", "./cmd/...")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
