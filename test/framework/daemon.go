@@ -284,15 +284,52 @@ func (d *Daemon) closeConn() {
 	}
 }
 
+// cleanup removes every pod the test left through the daemon itself (a
+// daemon the test killed is restarted for that), stops the daemon, and
+// then kills and reports any process of this daemon that still runs: the
+// daemon leaves containers running on purpose when it stops, so without
+// this a test's pods would outlive it.
 func (d *Daemon) cleanup() {
+	if !d.Running() && d.proc != nil {
+		if err := d.start(); err != nil {
+			d.t.Logf("restart berth to clean up: %v", err)
+		}
+	}
 	if d.Running() {
+		d.removeAllPods()
 		if err := d.signalAndWait(syscall.SIGTERM, stopTimeout); err != nil {
 			d.t.Errorf("stop berth at cleanup: %v", err)
 		}
 	}
 	d.closeConn()
+	if leaked := killProcessesUnder(d.Dir); len(leaked) > 0 {
+		d.t.Errorf("processes of this daemon still ran after cleanup (killed): %v", leaked)
+	}
 	if d.t.Failed() {
 		d.dumpLog()
+	}
+}
+
+// removeAllPods stops and removes every pod, with a context of its own:
+// the test's context is already cancelled when cleanups run.
+func (d *Daemon) removeAllPods() {
+	if d.Runtime == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pods, err := d.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		d.t.Errorf("list pods at cleanup: %v", err)
+		return
+	}
+	for _, p := range pods.Items {
+		if _, err := d.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.Id}); err != nil {
+			d.t.Errorf("stop pod %s at cleanup: %v", p.Id, err)
+		}
+		if _, err := d.Runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.Id}); err != nil {
+			d.t.Errorf("remove pod %s at cleanup: %v", p.Id, err)
+		}
 	}
 }
 

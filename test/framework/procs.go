@@ -1,0 +1,126 @@
+package framework
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// killProcessesUnder SIGKILLs every process whose command line names a
+// path inside dir (a pod monitor names its socket under the state dir),
+// together with all their descendants (pause, containers), and returns
+// what it killed. Only processes that the daemon in dir started can match,
+// because dir is a fresh temp dir of this test.
+func killProcessesUnder(dir string) []string {
+	procs := listProcs()
+	children := map[int][]int{}
+	for _, p := range procs {
+		children[p.ppid] = append(children[p.ppid], p.pid)
+	}
+	marker := []byte(dir + "/")
+	var roots []int
+	for _, p := range procs {
+		if p.pid != os.Getpid() && bytes.Contains(p.cmdline, marker) {
+			roots = append(roots, p.pid)
+		}
+	}
+	seen := map[int]bool{}
+	var killed []string
+	var walk func(pid int)
+	walk = func(pid int) {
+		if seen[pid] {
+			return
+		}
+		seen[pid] = true
+		for _, c := range children[pid] {
+			walk(c)
+		}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err == nil {
+			killed = append(killed, fmt.Sprintf("%d %s", pid, cmdlineOf(pid)))
+		}
+	}
+	for _, pid := range roots {
+		walk(pid)
+	}
+	if len(killed) > 0 {
+		// Give the kernel a moment to tear the processes down before the
+		// temp dir and its mounts are removed.
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			alive := false
+			for pid := range seen {
+				if syscall.Kill(pid, 0) == nil && !isZombie(pid) {
+					alive = true
+				}
+			}
+			if !alive {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return killed
+}
+
+type proc struct {
+	pid, ppid int
+	cmdline   []byte
+}
+
+func listProcs() []proc {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []proc
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		ppid, ok := parentOf(pid)
+		if !ok {
+			continue
+		}
+		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		out = append(out, proc{pid: pid, ppid: ppid, cmdline: cmd})
+	}
+	return out
+}
+
+// statFields returns the fields of /proc/pid/stat after the command name,
+// which may itself contain spaces and parentheses.
+func statFields(pid int) []string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(string(b[i+1:]))
+}
+
+func parentOf(pid int) (int, bool) {
+	f := statFields(pid)
+	if len(f) < 2 {
+		return 0, false
+	}
+	ppid, err := strconv.Atoi(f[1])
+	return ppid, err == nil
+}
+
+func isZombie(pid int) bool {
+	f := statFields(pid)
+	return len(f) > 0 && f[0] == "Z"
+}
+
+func cmdlineOf(pid int) string {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return strings.TrimSpace(string(bytes.ReplaceAll(b, []byte{0}, []byte{' '})))
+}
