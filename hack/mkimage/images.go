@@ -53,7 +53,7 @@ func busyboxConfig() v1.Config {
 }
 
 func images() []imageSpec {
-	return []imageSpec{
+	specs := []imageSpec{
 		{
 			// critest's default image and the benchmark's image. See
 			// hack/build-images (prepare_busybox) for what the rootfs holds.
@@ -62,7 +62,12 @@ func images() []imageSpec {
 				"e2e-test-images/busybox:1.29-2",
 				"library/busybox:latest",
 				"library/busybox:1.36",
+				// critest -benchmark pulls and lists these (public.ecr.aws/docker/library/...).
 				"docker/library/busybox:1.35.0-glibc",
+				"docker/library/busybox:1-uclibc",
+				"docker/library/busybox:1",
+				"docker/library/busybox:1-glibc",
+				"docker/library/busybox:1-musl",
 			},
 			platform: linuxAMD64,
 			config:   busyboxConfig(),
@@ -71,10 +76,12 @@ func images() []imageSpec {
 		whiteoutImage(),
 		bigImage(),
 	}
+	specs = append(specs, critestImages()...)
+	return specs
 }
 
 func indexes() []indexSpec {
-	return []indexSpec{{
+	return append(critestIndexes(), indexSpec{
 		name: "multiarch",
 		refs: []string{"berth-test/multiarch:latest"},
 		images: []imageSpec{
@@ -94,7 +101,7 @@ func indexes() []indexSpec {
 				layers:   []layerSource{entriesLayer{"arch marker", []entry{file("arch", "arm64")}}},
 			},
 		},
-	}}
+	})
 }
 
 // whiteoutImage exercises what a layer unpacker must get right. Its layers,

@@ -123,7 +123,20 @@ func TestBuild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds ~100 MB of images")
 	}
-	rootfs := map[string]string{"busybox": fakeRootfs(t)}
+	// Every -rootfs the table names gets the same fake tree.
+	fake := fakeRootfs(t)
+	rootfs := map[string]string{}
+	specs := images()
+	for _, ix := range indexes() {
+		specs = append(specs, ix.images...)
+	}
+	for _, s := range specs {
+		for _, l := range s.layers {
+			if r, ok := l.(rootfsLayer); ok {
+				rootfs[r.name] = fake
+			}
+		}
+	}
 	out := t.TempDir()
 	first := buildAll(t, out, rootfs)
 	again := buildAll(t, out, rootfs)

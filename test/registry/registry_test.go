@@ -30,10 +30,27 @@ import (
 var expected = map[string][]string{
 	"e2e-test-images/busybox": {"1.29-2"},
 	"library/busybox":         {"latest", "1.36"},
-	"docker/library/busybox":  {"1.35.0-glibc"},
+	"docker/library/busybox":  {"1.35.0-glibc", "1-uclibc", "1", "1-glibc", "1-musl"},
 	"berth-test/whiteout":     {"latest"},
 	"berth-test/multiarch":    {"latest"},
 	"berth-test/big":          {"latest"},
+	// critest v1.37.0's hard-coded images (registry hosts dropped).
+	"e2e-test-images/nginx":                                {"1.14-2"},
+	"e2e-test-images/httpd":                                {"2.4.39-4"},
+	"e2e-test-images/nonewprivs":                           {"1.3"},
+	"pause":                                                {"3.9"},
+	"k8s-staging-cri-tools/hostnet-nginx-amd64":            {"latest"},
+	"k8s-staging-cri-tools/test-image-1":                   {"latest"},
+	"k8s-staging-cri-tools/test-image-2":                   {"latest"},
+	"k8s-staging-cri-tools/test-image-3":                   {"latest"},
+	"k8s-staging-cri-tools/test-image-latest":              {"latest"},
+	"k8s-staging-cri-tools/test-image-tag":                 {"test", "all"},
+	"k8s-staging-cri-tools/test-image-tags":                {"1", "2", "3"},
+	"k8s-staging-cri-tools/test-image-user-uid":            {"latest"},
+	"k8s-staging-cri-tools/test-image-user-username":       {"latest"},
+	"k8s-staging-cri-tools/test-image-user-uid-group":      {"latest"},
+	"k8s-staging-cri-tools/test-image-user-username-group": {"latest"},
+	"k8s-staging-cri-tools/test-image-predefined-group":    {"latest"},
 }
 
 var busyboxRefs = []string{
@@ -41,6 +58,10 @@ var busyboxRefs = []string{
 	"library/busybox:latest",
 	"library/busybox:1.36",
 	"docker/library/busybox:1.35.0-glibc",
+	"docker/library/busybox:1-uclibc",
+	"docker/library/busybox:1",
+	"docker/library/busybox:1-glibc",
+	"docker/library/busybox:1-musl",
 }
 
 // target is one registry and how to log in to it.
@@ -237,7 +258,7 @@ func TestBusybox(t *testing.T) {
 		}
 	}
 	passwd, _ := readFile(t, layers[0], "etc/passwd")
-	for _, u := range []string{"root:x:0:0:", "nobody:x:65534:", ":x:1000:"} {
+	for _, u := range []string{"root:x:0:0:", "www-data:x:33:33:", "nobody:x:65534:", ":x:1000:"} {
 		if !strings.Contains(passwd, u) {
 			t.Errorf("/etc/passwd %q lacks %q", passwd, u)
 		}
