@@ -47,10 +47,13 @@ type ctr struct {
 
 	exited chan struct{} // closed once exit is set and recorded
 	exit   *monitor.Exit
+
+	ctrStreams // attach (stream.go)
 }
 
 func (c *ctr) create(o *monitor.CreateRequest) (err error) {
 	c.dir = o.Dir
+	c.stdinOnce = o.StdinOnce
 	data, err := os.ReadFile(filepath.Join(o.Dir, monitor.SpecFile))
 	if err != nil {
 		return fmt.Errorf("container %s: read spec: %w", c.id, err)
@@ -151,7 +154,7 @@ func (c *ctr) create(o *monitor.CreateRequest) (err error) {
 			c.c.Destroy()
 			return fmt.Errorf("container %s: receive console: %w", c.id, err)
 		}
-		outputs = []*os.File{master}
+		outputs = []*os.File{c.setConsole(master)}
 	}
 	if c.pidfd, err = unix.PidfdOpen(c.pid, 0); err != nil {
 		c.c.Signal(unix.SIGKILL)
@@ -176,11 +179,12 @@ func (c *ctr) create(o *monitor.CreateRequest) (err error) {
 func (c *ctr) copy(stream string, r *os.File) {
 	defer c.copiers.Done()
 	defer r.Close()
+	out := c.output(stream, r) // attached clients get it too
 	if c.log == nil {
-		io.Copy(io.Discard, r)
+		io.Copy(io.Discard, out)
 		return
 	}
-	if err := c.log.Copy(stream, r); err != nil && !errors.Is(err, syscall.EIO) {
+	if err := c.log.Copy(stream, out); err != nil && !errors.Is(err, syscall.EIO) {
 		// EIO is how a terminal's master says the other side is gone.
 		c.srv.log.Warn("container output", "container", c.id, "stream", stream, "error", err)
 	}
@@ -228,6 +232,7 @@ func (c *ctr) wait() {
 	}
 	c.mu.Unlock()
 	close(c.exited)
+	c.endAttachments(exit)
 	c.srv.log.Info("container exited", "container", c.id, "code", exit.Code, "signal", exit.Signal, "oom", exit.OOMKilled)
 }
 

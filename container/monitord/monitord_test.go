@@ -137,7 +137,7 @@ func (e *env) create(id string, cfg *runtimeapi.ContainerConfig) string {
 		e.t.Fatal(err)
 	}
 	logPath := filepath.Join(dir, "log")
-	e.call(&monitor.Request{Op: monitor.OpCreate, ID: id, Create: &monitor.CreateRequest{Dir: dir, LogPath: logPath, Stdin: cfg.Stdin}})
+	e.call(&monitor.Request{Op: monitor.OpCreate, ID: id, Create: &monitor.CreateRequest{Dir: dir, LogPath: logPath, Stdin: cfg.Stdin, StdinOnce: cfg.StdinOnce}})
 	e.t.Cleanup(func() {
 		e.client.Call(context.Background(), &monitor.Request{Op: monitor.OpSignal, ID: id, Signal: 9})
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -73,6 +73,9 @@ func (s *Server) handle(conn net.Conn) {
 	var resp *monitor.Response
 	if err := json.Unmarshal(line, req); err != nil {
 		resp = fail(monitor.CodeInvalid, err)
+	} else if uc, ok := conn.(*net.UnixConn); ok && isStreamOp(req.Op) {
+		s.serveStream(uc, r, req) // stream.go
+		return
 	} else {
 		// The caller hanging up cancels a wait or an exec.
 		ctx, cancel := context.WithCancel(context.Background())
