@@ -26,6 +26,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		switch args[1] {
 		case "config":
 			return configCommand(args[2:], stdout, stderr)
+		case "debug":
+			return debugCommand(args[2:], stdout, stderr)
 		case pause.Subcommand:
 			return pause.Main()
 		}

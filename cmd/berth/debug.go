@@ -1,0 +1,466 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/opencontainers/cgroups"
+	cgroupfs "github.com/opencontainers/cgroups/fs"
+	"github.com/opencontainers/cgroups/fs2"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-runtime/berth/container/monitor"
+	"github.com/berth-runtime/berth/container/spec"
+	"github.com/berth-runtime/berth/internal/config"
+	"github.com/berth-runtime/berth/network"
+	"github.com/berth-runtime/berth/sandbox"
+)
+
+const debugUsage = `usage: berth debug timings [daemon flags] [-n N] [-image REF] [-json FILE] [-label L]
+
+Times berth's primitive steps of a pod start and teardown one by one, N
+times, with berth's own code: netns create+pin, CNI ADD, pause start,
+monitor spawn, rootfs mount, spec, container create and start (libcontainer
+through berth-monitor), then the teardown steps. It uses the CNI and
+registry settings of the daemon's config (file and flags) on a temporary
+root and state of its own, which it removes, so it can run beside a daemon.
+This is the floor a pod start through the CRI is compared with
+(hack/bench-compare).`
+
+func debugCommand(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "timings" {
+		fmt.Fprintln(stderr, debugUsage)
+		return 2
+	}
+	fs := flag.NewFlagSet("berth debug timings", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cfgFlags := config.RegisterFlags(fs)
+	n := fs.Int("n", 20, "iterations")
+	ref := fs.String("image", "docker.io/library/busybox:latest", "container image (needs sleep), pulled into the temporary root")
+	jsonOut := fs.String("json", "", "also write the medians as JSON here")
+	label := fs.String("label", "", "label recorded in the JSON (hack/bench matches it to a benchmark run)")
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stdout, debugUsage)
+			return 0
+		}
+		fmt.Fprintf(stderr, "berth debug timings: %v\n", err)
+		return 2
+	}
+	cfg, err := cfgFlags.Load()
+	if err != nil {
+		fmt.Fprintf(stderr, "berth debug timings: %v\n", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	res, err := measureSteps(ctx, cfg, *ref, max(*n, 1), slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		fmt.Fprintf(stderr, "berth debug timings: %v\n", err)
+		return 1
+	}
+	res.Label = *label
+	for _, s := range res.Steps {
+		fmt.Fprintf(stdout, "%-9s %-34s p50 %8.2f ms  p90 %8.2f ms\n", s.Phase, s.Name, s.P50, s.P90)
+	}
+	if *jsonOut != "" {
+		data, _ := json.MarshalIndent(res, "", "  ")
+		if err := os.WriteFile(*jsonOut, append(data, '\n'), 0o644); err != nil {
+			fmt.Fprintf(stderr, "berth debug timings: %v\n", err)
+			return 1
+		}
+	}
+	return 0
+}
+
+// stepTimings is the JSON hack/bench reads (its Steps type).
+type stepTimings struct {
+	Label      string       `json:"label"`
+	Iterations int          `json:"iterations"`
+	Steps      []stepTiming `json:"steps"`
+}
+
+type stepTiming struct {
+	Name  string  `json:"name"`
+	Phase string  `json:"phase"`
+	InSum bool    `json:"in_sum"`
+	P50   float64 `json:"p50_ms"`
+	P90   float64 `json:"p90_ms"`
+}
+
+// The steps, in the order they run. inSum marks the primitives a pod
+// start cannot do without (issue 9): their medians add up to the floor.
+var timedSteps = []struct {
+	name, phase string
+	inSum       bool
+}{
+	{"netns create+pin", "start", true},
+	{"CNI ADD", "start", true},
+	{"pause start (cgroup, sync)", "start", false},
+	{"monitor spawn", "start", false},
+	{"rootfs mount (overlay)", "start", true},
+	{"spec build+write", "start", false},
+	{"container create (libcontainer)", "start", true},
+	{"container start", "start", true},
+	{"container kill+wait", "teardown", false},
+	{"container delete", "teardown", false},
+	{"rootfs unmount", "teardown", false},
+	{"monitor shutdown", "teardown", false},
+	{"pause stop", "teardown", false},
+	{"CNI DEL", "teardown", false},
+	{"netns unpin", "teardown", false},
+	{"cgroup remove", "teardown", false},
+}
+
+type stepEnv struct {
+	cfg     *config.Config
+	cni     *network.CNI
+	netns   *network.NetNS
+	monitor string
+	tmp     string
+	state   string
+	img     imageInfo
+	durs    map[string][]float64
+}
+
+type imageInfo struct {
+	name   string
+	lower  []string
+	config spec.ImageConfig
+}
+
+func measureSteps(ctx context.Context, cfg *config.Config, ref string, n int, log *slog.Logger) (*stepTimings, error) {
+	tmp, err := os.MkdirTemp("", "berth-timings.")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	cfg.Root, cfg.State = filepath.Join(tmp, "root"), filepath.Join(tmp, "state")
+	e := &stepEnv{cfg: cfg, tmp: tmp, state: cfg.State, durs: map[string][]float64{}}
+	if e.monitor, err = monitor.FindBinary(); err != nil {
+		return nil, err
+	}
+	if e.cni, err = network.NewCNI(network.Config{
+		ConfDir: cfg.CNI.ConfDir, BinDirs: cfg.CNI.BinDirs, CacheDir: filepath.Join(cfg.State, "cni"),
+	}, log); err != nil {
+		return nil, err
+	}
+	if err := e.cni.Ready(ctx); err != nil {
+		return nil, err
+	}
+	if e.netns, err = network.NewNetNS(filepath.Join(cfg.State, "netns")); err != nil {
+		return nil, err
+	}
+	images, err := newImages(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := images.Pull(ctx, ref, nil); err != nil {
+		return nil, err
+	}
+	img, err := images.Status(ref)
+	if err != nil {
+		return nil, err
+	}
+	e.img = imageInfo{name: ref, lower: img.LowerDirs()}
+	var raw struct {
+		Config struct {
+			User       string   `json:"User"`
+			Env        []string `json:"Env"`
+			Entrypoint []string `json:"Entrypoint"`
+			Cmd        []string `json:"Cmd"`
+			WorkingDir string   `json:"WorkingDir"`
+		} `json:"config"`
+	}
+	if err := json.Unmarshal(img.Config, &raw); err != nil {
+		return nil, fmt.Errorf("image config: %w", err)
+	}
+	e.img.config = spec.ImageConfig{User: raw.Config.User, Env: raw.Config.Env, Entrypoint: raw.Config.Entrypoint, Cmd: raw.Config.Cmd, WorkingDir: raw.Config.WorkingDir}
+
+	// One untimed round first: page cache, the bridge, iptables chains.
+	for i := range n + 1 {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if err := e.pod(ctx, i > 0); err != nil {
+			return nil, err
+		}
+	}
+	out := &stepTimings{Iterations: n}
+	for _, s := range timedSteps {
+		v := slices.Clone(e.durs[s.name])
+		slices.Sort(v)
+		if len(v) == 0 {
+			continue
+		}
+		out.Steps = append(out.Steps, stepTiming{
+			Name: s.name, Phase: s.phase, InSum: s.inSum,
+			P50: v[(len(v)-1)/2], P90: v[min(len(v)-1, (len(v)*9+9)/10-1)],
+		})
+	}
+	return out, nil
+}
+
+func randomID() string {
+	b := make([]byte, 32)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// pod makes one pod with one container and takes it down again, each step
+// timed on its own. Every step that succeeded is undone, also on failure.
+func (e *stepEnv) pod(ctx context.Context, record bool) (err error) {
+	var undo []func()
+	defer func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}()
+	timed := func(name string, f func() error) error {
+		start := time.Now()
+		if err := f(); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if record {
+			e.durs[name] = append(e.durs[name], float64(time.Since(start).Microseconds())/1000)
+		}
+		return nil
+	}
+	// keep runs a teardown step timed and, once it succeeded, drops the
+	// undo that would have done the same (the last one).
+	keep := func(name string, f func() error) error {
+		if err := timed(name, f); err != nil {
+			return err
+		}
+		undo = undo[:len(undo)-1]
+		return nil
+	}
+	bg := context.WithoutCancel(ctx)
+
+	podID, ctrID := randomID(), randomID()
+	cgParent := "/berth-timings-" + podID[:12]
+	podCg := cgParent + "/" + podID
+	podDir := filepath.Join(e.state, "sandboxes", podID)
+	if err := os.MkdirAll(podDir, 0o755); err != nil {
+		return err
+	}
+	undo = append(undo, func() { os.RemoveAll(podDir) })
+	hostname := "timings-" + podID[:8]
+	// The files every container bind-mounts (the sandbox writes them).
+	files := map[string]string{
+		"hostname":    hostname + "\n",
+		"hosts":       "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+		"resolv.conf": "nameserver 10.96.0.10\nsearch timings.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n",
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(podDir, name), []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	pcfg := &runtimeapi.PodSandboxConfig{
+		Metadata: &runtimeapi.PodSandboxMetadata{Name: hostname, Namespace: "timings", Uid: podID[:32]},
+		Hostname: hostname,
+		Linux: &runtimeapi.LinuxPodSandboxConfig{CgroupParent: cgParent, SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+			NamespaceOptions: &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_CONTAINER},
+		}},
+	}
+
+	var pin string
+	if err := timed("netns create+pin", func() (err error) { pin, err = e.netns.Create(ctx, podID); return err }); err != nil {
+		return err
+	}
+	undo = append(undo, func() { e.netns.Remove(bg, pin) })
+	npod := &network.Pod{ID: podID, Name: hostname, Namespace: "timings", UID: podID[:32], NetNS: pin, CgroupPath: cgParent}
+	if err := timed("CNI ADD", func() error { _, err := e.cni.Setup(ctx, npod); return err }); err != nil {
+		return err
+	}
+	undo = append(undo, func() { e.cni.Teardown(bg, npod) })
+
+	cg, err := newCgroupManager(podCg)
+	if err != nil {
+		return err
+	}
+	undo = append(undo, func() { cg.Destroy(); removeCgroupParents(cgParent) })
+	var pause *sandbox.Process
+	if err := timed("pause start (cgroup, sync)", func() (err error) {
+		pause, err = (&sandbox.DirectPause{}).Start(ctx, &sandbox.PauseSpec{
+			PodID: podID, NetNS: pin, NewIPC: true, NewUTS: true, NewPID: true, Hostname: hostname,
+			Attach: func(pid int) error { return cg.Apply(pid) },
+		})
+		return err
+	}); err != nil {
+		return err
+	}
+	undo = append(undo, func() { pause.Stop(bg, 0); pause.Close() })
+
+	paths := monitor.PathsFor(e.state, podID)
+	mon := &monitor.Client{Socket: paths.Socket}
+	if err := timed("monitor spawn", func() error {
+		_, err := monitor.Start(ctx, monitor.StartOptions{Binary: e.monitor, PodID: podID, Paths: paths, RuncRoot: filepath.Join(e.state, "runc")})
+		return err
+	}); err != nil {
+		return err
+	}
+	undo = append(undo, func() {
+		mon.Call(bg, &monitor.Request{Op: monitor.OpShutdown})
+		os.Remove(paths.Socket)
+		os.RemoveAll(paths.Dir)
+	})
+
+	ctrDir := filepath.Join(e.state, "containers", ctrID)
+	upper := filepath.Join(e.cfg.Root, "containers", ctrID)
+	rootfs := filepath.Join(ctrDir, "rootfs")
+	undo = append(undo, func() { os.RemoveAll(ctrDir); os.RemoveAll(upper) })
+	if err := timed("rootfs mount (overlay)", func() error {
+		for _, d := range []string{filepath.Join(upper, "upper"), filepath.Join(upper, "work"), rootfs} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				return err
+			}
+		}
+		opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s",
+			strings.Join(e.img.lower, ":"), filepath.Join(upper, "upper"), filepath.Join(upper, "work"))
+		return syscall.Mount("overlay", rootfs, "overlay", 0, opts)
+	}); err != nil {
+		return err
+	}
+	undo = append(undo, func() { syscall.Unmount(rootfs, syscall.MNT_DETACH) })
+
+	ccfg := &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "sleep"},
+		Image:    &runtimeapi.ImageSpec{Image: e.img.name},
+		Command:  []string{"sleep", "3600"},
+		Linux: &runtimeapi.LinuxContainerConfig{
+			Resources:       &runtimeapi.LinuxContainerResources{CpuShares: 2, CpuPeriod: 100000, OomScoreAdj: 1000},
+			SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: pcfg.Linux.SecurityContext.NamespaceOptions},
+		},
+	}
+	if err := timed("spec build+write", func() error {
+		oci, err := spec.Build(&spec.Input{
+			ID: ctrID, Config: ccfg, Image: e.img.config, ImageName: e.img.name, Rootfs: rootfs,
+			Pod: spec.Pod{
+				ID: podID, Config: pcfg, NetNSPath: pin, PausePID: pause.Pid(), CgroupParent: cgParent,
+				HostnamePath:   filepath.Join(podDir, "hostname"),
+				HostsPath:      filepath.Join(podDir, "hosts"),
+				ResolvConfPath: filepath.Join(podDir, "resolv.conf"),
+			},
+			Host: spec.SystemHost{}, Files: spec.DirFS(rootfs),
+		})
+		if err != nil {
+			return err
+		}
+		data, err := json.Marshal(oci)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(ctrDir, monitor.SpecFile), data, 0o600)
+	}); err != nil {
+		return err
+	}
+	if err := timed("container create (libcontainer)", func() error {
+		_, err := mon.Call(ctx, &monitor.Request{Op: monitor.OpCreate, ID: ctrID, Create: &monitor.CreateRequest{Dir: ctrDir}})
+		return err
+	}); err != nil {
+		return err
+	}
+	undo = append(undo, func() {
+		mon.Call(bg, &monitor.Request{Op: monitor.OpSignal, ID: ctrID, Signal: int(syscall.SIGKILL)})
+		mon.Call(bg, &monitor.Request{Op: monitor.OpWait, ID: ctrID})
+		mon.Call(bg, &monitor.Request{Op: monitor.OpDelete, ID: ctrID})
+	})
+	if err := timed("container start", func() error {
+		_, err := mon.Call(ctx, &monitor.Request{Op: monitor.OpStart, ID: ctrID})
+		return err
+	}); err != nil {
+		return err
+	}
+
+	// Teardown, in the order berth does it.
+	if err := timed("container kill+wait", func() error {
+		if _, err := mon.Call(ctx, &monitor.Request{Op: monitor.OpSignal, ID: ctrID, Signal: int(syscall.SIGKILL)}); err != nil {
+			return err
+		}
+		_, err := mon.Call(ctx, &monitor.Request{Op: monitor.OpWait, ID: ctrID})
+		return err
+	}); err != nil {
+		return err
+	}
+	if err := keep("container delete", func() error {
+		_, err := mon.Call(ctx, &monitor.Request{Op: monitor.OpDelete, ID: ctrID})
+		return err
+	}); err != nil {
+		return err
+	}
+	if err := keep("rootfs unmount", func() error { return syscall.Unmount(rootfs, syscall.MNT_DETACH) }); err != nil {
+		return err
+	}
+	undo = undo[:len(undo)-1] // the container's dirs: removed with the monitor's below
+	os.RemoveAll(ctrDir)
+	os.RemoveAll(upper)
+	if err := keep("monitor shutdown", func() error {
+		_, err := mon.Call(ctx, &monitor.Request{Op: monitor.OpShutdown})
+		os.Remove(paths.Socket)
+		os.RemoveAll(paths.Dir)
+		return err
+	}); err != nil {
+		return err
+	}
+	if err := keep("pause stop", func() error {
+		defer pause.Close()
+		return pause.Stop(ctx, 0)
+	}); err != nil {
+		return err
+	}
+	// The cgroup goes last, after the network: as in StopPodSandbox then
+	// RemovePodSandbox.
+	cgUndo := undo[len(undo)-1]
+	undo = undo[:len(undo)-1]
+	if err := keep("CNI DEL", func() error { return e.cni.Teardown(ctx, npod) }); err != nil {
+		undo = append(undo, cgUndo)
+		return err
+	}
+	if err := keep("netns unpin", func() error { return e.netns.Remove(ctx, pin) }); err != nil {
+		undo = append(undo, cgUndo)
+		return err
+	}
+	return timed("cgroup remove", func() error {
+		err := cg.Destroy()
+		removeCgroupParents(cgParent)
+		return err
+	})
+}
+
+// newCgroupManager is the pod cgroup as the sandbox service makes it.
+func newCgroupManager(path string) (cgroups.Manager, error) {
+	cg := &cgroups.Cgroup{Path: path, Resources: &cgroups.Resources{}}
+	if cgroups.IsCgroup2UnifiedMode() {
+		return fs2.NewManager(cg, filepath.Join("/sys/fs/cgroup", path))
+	}
+	return cgroupfs.NewManager(cg, nil)
+}
+
+// removeCgroupParents removes the per-pod parent directory (which the
+// kubelet would own) from every hierarchy.
+func removeCgroupParents(parent string) {
+	entries, err := os.ReadDir("/sys/fs/cgroup")
+	if err != nil {
+		return
+	}
+	syscall.Rmdir(filepath.Join("/sys/fs/cgroup", parent))
+	for _, e := range entries {
+		syscall.Rmdir(filepath.Join("/sys/fs/cgroup", e.Name(), parent))
+	}
+}
