@@ -2,12 +2,17 @@ package server
 
 import (
 	"context"
+	"errors"
+	"sort"
 
+	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // Status reports the runtime and network conditions; the node is Ready
-// only when both are true.
+// only when both are true. It also reports what the runtime supports: the
+// kubelet (and critest) turn features on from these, and skip what is not
+// listed.
 func (s *Server) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
 	net := s.network.Status(ctx)
 	resp := &runtimeapi.StatusResponse{
@@ -15,9 +20,43 @@ func (s *Server) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*ru
 			{Type: runtimeapi.RuntimeReady, Status: true},
 			{Type: runtimeapi.NetworkReady, Status: net.Ready, Reason: net.Reason, Message: net.Message},
 		}},
+		RuntimeHandlers: s.handlers(),
+		// Containers follow SecurityContext.SupplementalGroupsPolicy (Merge
+		// adds the groups /etc/group gives the user, Strict does not) and
+		// report the identity they run with in ContainerStatus.User.
+		Features: &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: true},
 	}
 	if req.GetVerbose() {
 		resp.Info = map[string]string{"config": s.configJSON}
 	}
 	return resp, nil
+}
+
+// handlers lists every handler RunPodSandbox accepts, "" (the default)
+// first, with the same features: they are one runtime.
+func (s *Server) handlers() []*runtimeapi.RuntimeHandler {
+	names := make([]string, 0, len(runtimeHandlers))
+	for n := range runtimeHandlers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := make([]*runtimeapi.RuntimeHandler, 0, len(names))
+	for _, n := range names {
+		out = append(out, &runtimeapi.RuntimeHandler{Name: n, Features: &runtimeapi.RuntimeHandlerFeatures{
+			// Mount.recursive_read_only becomes libcontainer's "rro",
+			// mount_setattr(2) with AT_RECURSIVE: only where the kernel has it.
+			RecursiveReadOnlyMounts: s.rro,
+			// No user namespaces yet.
+			UserNamespaces: false,
+		}})
+	}
+	return out
+}
+
+// kernelHasMountSetattr tells whether mount_setattr(2) (Linux 5.12) exists:
+// called on no file, it fails with EBADF (or EINVAL) where it does, ENOSYS
+// where it does not.
+func kernelHasMountSetattr() bool {
+	err := unix.MountSetattr(-1, "", unix.AT_EMPTY_PATH, &unix.MountAttr{})
+	return !errors.Is(err, unix.ENOSYS)
 }

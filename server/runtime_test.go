@@ -88,3 +88,35 @@ func TestStatus(t *testing.T) {
 		})
 	}
 }
+
+func TestStatusFeatures(t *testing.T) {
+	s, _ := newTestServer(t, nil)
+	got, err := s.Status(context.Background(), &runtimeapi.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.GetFeatures().GetSupplementalGroupsPolicy() {
+		t.Errorf("features = %v, want supplemental_groups_policy", got.GetFeatures())
+	}
+	handlers := map[string]*runtimeapi.RuntimeHandlerFeatures{}
+	for _, h := range got.GetRuntimeHandlers() {
+		handlers[h.GetName()] = h.GetFeatures()
+	}
+	if len(handlers) != len(runtimeHandlers) {
+		t.Errorf("runtime handlers %v, want one per accepted name %v", handlers, runtimeHandlers)
+	}
+	for name := range runtimeHandlers {
+		f, ok := handlers[name]
+		switch {
+		case !ok:
+			t.Errorf("handler %q not reported", name)
+		case f.GetRecursiveReadOnlyMounts() != kernelHasMountSetattr():
+			t.Errorf("handler %q: recursive_read_only_mounts = %v, kernel has mount_setattr: %v", name, f.GetRecursiveReadOnlyMounts(), kernelHasMountSetattr())
+		case f.GetUserNamespaces():
+			t.Errorf("handler %q: user_namespaces reported, berth has none", name)
+		}
+	}
+	if got.GetRuntimeHandlers()[0].GetName() != "" {
+		t.Errorf("first handler %q, want the default \"\"", got.GetRuntimeHandlers()[0].GetName())
+	}
+}

@@ -60,6 +60,8 @@ type Server struct {
 	log          *slog.Logger
 	metrics      *Metrics
 	panicMethod  string
+	// rro: recursive read-only mounts work on this kernel (Status reports it).
+	rro bool
 }
 
 // New checks the options and builds a Server.
@@ -88,6 +90,7 @@ func New(opts Options) (*Server, error) {
 		log:          opts.Logger,
 		metrics:      opts.Metrics,
 		panicMethod:  opts.DebugPanicMethod,
+		rro:          kernelHasMountSetattr(),
 	}, nil
 }
 
