@@ -176,7 +176,11 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	if s.layerRecs, err = store.Open[layerRecord](filepath.Join(opts.Root, "layer-records")); err != nil {
 		return nil, err
 	}
-	if s.leaseRecs, err = store.Open[leaseRecord](filepath.Join(opts.Root, "leases")); err != nil {
+	// A lease lives as long as its holder, a container, and containers do
+	// not survive a reboot: lease records need no fsync (after a power cut
+	// the container service releases the leases of containers that are
+	// gone). It is written on every CreateContainer, under the image lock.
+	if s.leaseRecs, err = store.Open[leaseRecord](filepath.Join(opts.Root, "leases"), store.Volatile); err != nil {
 		return nil, err
 	}
 	if s.mountpoint, err = mountpointOf(opts.Root); err != nil {

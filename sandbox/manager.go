@@ -111,7 +111,8 @@ func New(ctx context.Context, opts Options) (*Manager, error) {
 		return nil, fmt.Errorf("sandbox: default cgroup parent: %w", err)
 	}
 	dir := filepath.Join(opts.StateDir, "sandboxes")
-	records, err := store.Open[Record](dir)
+	// Pods do not survive a reboot: their records need no fsync.
+	records, err := store.Open[Record](dir, store.Volatile)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}

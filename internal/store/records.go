@@ -23,8 +23,26 @@ const (
 // It does no locking: callers serialise writes to one id, as they already
 // do for the object itself.
 type Records[T any] struct {
-	dir string
+	dir      string
+	volatile bool
 }
+
+// Option changes how a record set is written.
+type Option func(*options)
+
+type options struct{ volatile bool }
+
+// Volatile is for records that a reboot makes meaningless: those of pods
+// and containers (which do not survive a reboot) and whatever only lives
+// as long as they do. They are still written atomically (temp file, then
+// rename), so a crash of the daemon leaves the old record or the new one,
+// and since the page cache outlives the process nothing written is lost;
+// but they are not fsync'd, which only guards against a power cut or a
+// kernel crash, after which the objects they describe are gone anyway.
+// An fsync costs milliseconds on a disk (4 ms here on ext4 over virtio),
+// and a pod start writes several records: on a node's tmpfs /run it is
+// free, on a disk-backed one it is most of berth's own share of the time.
+func Volatile(o *options) { o.volatile = true }
 
 // Corrupt describes a record that could not be decoded at load time. It is
 // renamed aside (never deleted) so that an operator can inspect it.
@@ -35,11 +53,15 @@ type Corrupt struct {
 }
 
 // Open creates dir if needed and returns the record set stored in it.
-func Open[T any](dir string) (*Records[T], error) {
+func Open[T any](dir string, opts ...Option) (*Records[T], error) {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create record dir %s: %w", dir, err)
 	}
-	return &Records[T]{dir: dir}, nil
+	return &Records[T]{dir: dir, volatile: o.volatile}, nil
 }
 
 // Dir is the directory that holds the records.
@@ -58,6 +80,7 @@ func (r *Records[T]) path(id string) string {
 
 // Put writes the record for id: temp file, fsync, rename over the old
 // record, fsync the directory so the rename itself survives a power cut.
+// Volatile records skip both fsyncs.
 func (r *Records[T]) Put(id string, v *T) error {
 	if err := validID(id); err != nil {
 		return err
@@ -80,8 +103,10 @@ func (r *Records[T]) Put(id string, v *T) error {
 	if _, err := tmp.Write(data); err != nil {
 		return fmt.Errorf("write record %s: %w", id, err)
 	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("sync record %s: %w", id, err)
+	if !r.volatile {
+		if err := tmp.Sync(); err != nil {
+			return fmt.Errorf("sync record %s: %w", id, err)
+		}
 	}
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("close record %s: %w", id, err)
@@ -90,7 +115,7 @@ func (r *Records[T]) Put(id string, v *T) error {
 		return fmt.Errorf("commit record %s: %w", id, err)
 	}
 	committed = true
-	return syncDir(r.dir)
+	return r.syncDir()
 }
 
 // Get reads one record. A missing record is reported with os.ErrNotExist.
@@ -117,6 +142,13 @@ func (r *Records[T]) Delete(id string) error {
 	}
 	if err := os.Remove(r.path(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("delete record %s: %w", id, err)
+	}
+	return r.syncDir()
+}
+
+func (r *Records[T]) syncDir() error {
+	if r.volatile {
+		return nil
 	}
 	return syncDir(r.dir)
 }

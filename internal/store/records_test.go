@@ -19,7 +19,13 @@ type pod struct {
 }
 
 func TestPutGetDelete(t *testing.T) {
-	r, err := Open[pod](t.TempDir())
+	for _, opts := range [][]Option{nil, {Volatile}} {
+		putGetDelete(t, opts)
+	}
+}
+
+func putGetDelete(t *testing.T, opts []Option) {
+	r, err := Open[pod](t.TempDir(), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +139,15 @@ func TestLoadAll(t *testing.T) {
 // TestCrashDuringWrites kills a real writer process with SIGKILL while it
 // rewrites records in a loop, then checks that every record still decodes
 // (as its old or its new version) and that no temp file survives a load.
+// Volatile records (no fsync) must give the same guarantee: a process
+// crash does not lose the page cache.
 func TestCrashDuringWrites(t *testing.T) {
+	for _, volatile := range []string{"", "1"} {
+		t.Run("volatile="+volatile, func(t *testing.T) { crashDuringWrites(t, volatile) })
+	}
+}
+
+func crashDuringWrites(t *testing.T, volatile string) {
 	if os.Getenv("BERTH_STORE_WRITER_DIR") != "" {
 		t.Skip("writer child")
 	}
@@ -141,7 +155,7 @@ func TestCrashDuringWrites(t *testing.T) {
 	const ids = 8
 	for round := 0; round < 5; round++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestWriterChild$")
-		cmd.Env = append(os.Environ(), "BERTH_STORE_WRITER_DIR="+dir)
+		cmd.Env = append(os.Environ(), "BERTH_STORE_WRITER_DIR="+dir, "BERTH_STORE_WRITER_VOLATILE="+volatile)
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -195,7 +209,11 @@ func TestWriterChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("only runs as the child of TestCrashDuringWrites")
 	}
-	r, err := Open[pod](dir)
+	var opts []Option
+	if os.Getenv("BERTH_STORE_WRITER_VOLATILE") != "" {
+		opts = append(opts, Volatile)
+	}
+	r, err := Open[pod](dir, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
