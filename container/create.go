@@ -40,12 +40,23 @@ func (s *Service) Create(ctx context.Context, podID string, cfg *runtimeapi.Cont
 	if podCfg == nil {
 		podCfg = pod.Config
 	}
-	// Not the named result: the undo closures need it after "return "", err".
 	id := newID()
 	key := nameKey(pod.ID, cfg.GetMetadata())
 	if err := s.reserve(key, id); err != nil {
 		return "", err
 	}
+	if _, err := s.create(ctx, id, pod.Pod, cfg, podCfg, false); err != nil {
+		s.unreserve(key, id)
+		return "", err
+	}
+	return id, nil
+}
+
+// create makes container id of pod: image lease, rootfs, spec, and the
+// monitor's create. A sandbox (infra) container's image is pulled if it
+// is missing, as containerd pulls its sandbox image. On error everything
+// is undone.
+func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runtimeapi.ContainerConfig, podCfg *runtimeapi.PodSandboxConfig, sandbox bool) (_ *ctr, err error) {
 	var undo []func()
 	defer func() {
 		if err != nil {
@@ -54,17 +65,21 @@ func (s *Service) Create(ctx context.Context, podID string, cfg *runtimeapi.Cont
 			}
 		}
 	}()
-	undo = append(undo, func() { s.unreserve(key, id) })
 	cleanup := context.WithoutCancel(ctx)
 
 	img, err := s.opts.Images.Lease(ctx, id, cfg.GetImage().GetImage())
+	if sandbox && errors.Is(err, ErrNotFound) {
+		if err = s.opts.Images.Pull(ctx, cfg.GetImage().GetImage()); err == nil {
+			img, err = s.opts.Images.Lease(ctx, id, cfg.GetImage().GetImage())
+		}
+	}
 	if err != nil {
-		return "", fmt.Errorf("container %s: image %s: %w", id, cfg.GetImage().GetImage(), err)
+		return nil, fmt.Errorf("container %s: image %s: %w", id, cfg.GetImage().GetImage(), err)
 	}
 	undo = append(undo, func() { s.opts.Images.Release(cleanup, id) })
 	imgCfg, err := parseImageConfig(img.Config)
 	if err != nil {
-		return "", fmt.Errorf("container %s: %w", id, err)
+		return nil, fmt.Errorf("container %s: %w", id, err)
 	}
 
 	dir := filepath.Join(s.dir, id)
@@ -73,9 +88,10 @@ func (s *Service) Create(ctx context.Context, podID string, cfg *runtimeapi.Cont
 	rec := Record{
 		ID: id, PodID: pod.ID, State: StateCreating, ImageID: img.ID, ImageRef: imageRef(img),
 		CreatedAt: time.Now().UnixNano(), Dir: dir, Upper: upper, StopSignal: imgCfg.StopSignal,
+		Sandbox: sandbox,
 	}
 	if rec.Config, err = proto.Marshal(cfg); err != nil {
-		return "", fmt.Errorf("container %s: %w", id, err)
+		return nil, fmt.Errorf("container %s: %w", id, err)
 	}
 	if r := cfg.GetLinux().GetResources(); r != nil {
 		rec.Resources, _ = proto.Marshal(r)
@@ -83,37 +99,37 @@ func (s *Service) Create(ctx context.Context, podID string, cfg *runtimeapi.Cont
 	if lp := cfg.GetLogPath(); lp != "" {
 		rec.LogPath = filepath.Join(podCfg.GetLogDirectory(), lp)
 		if !filepath.IsAbs(rec.LogPath) {
-			return "", fmt.Errorf("%w: log_path: %q under log directory %q is not absolute", ErrInvalid, lp, podCfg.GetLogDirectory())
+			return nil, fmt.Errorf("%w: log_path: %q under log directory %q is not absolute", ErrInvalid, lp, podCfg.GetLogDirectory())
 		}
 	}
 	// Written first, so that a crash from here on is undone by recovery.
 	if err := s.records.Put(id, &rec); err != nil {
-		return "", fmt.Errorf("container %s: %w", id, err)
+		return nil, fmt.Errorf("container %s: %w", id, err)
 	}
 	undo = append(undo, func() { s.records.Delete(id) })
 	undo = append(undo, func() { os.RemoveAll(dir); os.RemoveAll(upper) })
 	if err := mountRootfs(id, img.LowerDirs, upper, rootfs); err != nil {
-		return "", err
+		return nil, err
 	}
 	undo = append(undo, func() { unmountRootfs(rootfs) })
 
 	in := &spec.Input{
 		ID: id, Config: cfg, Image: imgCfg, ImageName: cfg.GetImage().GetImage(), Rootfs: rootfs,
-		Pod: pod.Pod, Host: s.host, Files: spec.DirFS(rootfs),
+		Pod: pod, Host: s.host, Files: spec.DirFS(rootfs), Sandbox: sandbox,
 	}
 	in.Pod.Config = podCfg
 	if target := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetTargetId(); target != "" &&
 		cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetPid() == runtimeapi.NamespaceMode_TARGET {
 		if in.TargetPID, err = s.targetPID(target, pod.ID); err != nil {
-			return "", err
+			return nil, err
 		}
 	}
 	oci, err := spec.Build(in)
 	if err != nil {
 		if spec.IsInvalid(err) {
-			return "", fmt.Errorf("%w: container %s: %w", ErrInvalid, id, err)
+			return nil, fmt.Errorf("%w: container %s: %w", ErrInvalid, id, err)
 		}
-		return "", fmt.Errorf("container %s: %w", id, err)
+		return nil, fmt.Errorf("container %s: %w", id, err)
 	}
 	rec.UID, rec.GID = int64(oci.Process.User.UID), int64(oci.Process.User.GID)
 	for _, g := range oci.Process.User.AdditionalGids {
@@ -121,42 +137,42 @@ func (s *Service) Create(ctx context.Context, podID string, cfg *runtimeapi.Cont
 	}
 	specJSON, err := json.Marshal(oci)
 	if err != nil {
-		return "", fmt.Errorf("container %s: %w", id, err)
+		return nil, fmt.Errorf("container %s: %w", id, err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, monitor.SpecFile), specJSON, 0o600); err != nil {
-		return "", fmt.Errorf("container %s: %w", id, err)
+		return nil, fmt.Errorf("container %s: %w", id, err)
 	}
 	if rec.LogPath != "" {
 		if err := os.MkdirAll(filepath.Dir(rec.LogPath), 0o755); err != nil {
-			return "", fmt.Errorf("container %s: log directory: %w", id, err)
+			return nil, fmt.Errorf("container %s: log directory: %w", id, err)
 		}
 	}
 
-	mon, err := s.monitorFor(ctx, pod.ID)
-	if err != nil {
-		return "", fmt.Errorf("container %s: %w", id, err)
-	}
+	mon := s.existingMonitor(pod.ID)
 	resp, err := mon.client.Call(ctx, &monitor.Request{Op: monitor.OpCreate, ID: id, Create: &monitor.CreateRequest{
 		Dir: dir, LogPath: rec.LogPath, Stdin: cfg.GetStdin(), StdinOnce: cfg.GetStdinOnce(),
 	}})
 	if err != nil {
 		// A create that timed out on our side may still finish there.
 		s.monitorDelete(cleanup, mon, id)
-		return "", fmt.Errorf("container %s: %w", id, err)
+		if errors.Is(err, monitor.ErrUnreachable) {
+			return nil, fmt.Errorf("%w: container %s: the monitor of pod %s is gone: %w", ErrState, id, pod.ID, err)
+		}
+		return nil, fmt.Errorf("container %s: %w", id, err)
 	}
 	undo = append(undo, func() { s.monitorDelete(cleanup, mon, id) })
 	rec.Pid = resp.Pid
 	rec.PidStart = processStart(resp.Pid)
 	rec.State = StateCreated
 	if err := s.records.Put(id, &rec); err != nil {
-		return "", fmt.Errorf("container %s: %w", id, err)
+		return nil, fmt.Errorf("container %s: %w", id, err)
 	}
 	c := &ctr{rec: rec, cfg: cfg, resources: cfg.GetLinux().GetResources(), spec: specJSON, exited: make(chan struct{})}
 	s.mu.Lock()
 	s.ctrs[id] = c
 	s.mu.Unlock()
 	go s.watch(c, mon)
-	return id, nil
+	return c, nil
 }
 
 // monitorDelete kills and forgets a container in its monitor, for undo.

@@ -8,8 +8,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/berth-runtime/berth/container/monitor"
 )
 
@@ -53,7 +51,7 @@ func (s *Service) monitorGone(c *ctr) {
 		return
 	}
 	if rec.Pid > 0 && rec.PidStart != 0 && processStart(rec.Pid) == rec.PidStart {
-		unix.Kill(rec.Pid, unix.SIGKILL)
+		killPid(rec.Pid)
 	}
 	s.log.Warn("container's monitor is gone", "container", rec.ID, "pod", rec.PodID)
 	s.setExit(c, &monitor.Exit{Code: 255, FinishedAt: time.Now(),
@@ -84,6 +82,10 @@ func (s *Service) Start(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	return s.start(ctx, c)
+}
+
+func (s *Service) start(ctx context.Context, c *ctr) error {
 	c.op.Lock()
 	defer c.op.Unlock()
 	rec := c.snapshot()
@@ -206,8 +208,14 @@ func (s *Service) Remove(ctx context.Context, id string) error {
 // in an order that a retry after a failure can resume.
 func (s *Service) release(ctx context.Context, rec *Record) error {
 	mon := s.existingMonitor(rec.PodID)
-	if _, err := mon.client.Call(ctx, &monitor.Request{Op: monitor.OpDelete, ID: rec.ID}); err != nil &&
-		!errors.Is(err, monitor.ErrUnreachable) && !monitor.IsCode(err, monitor.CodeNotFound) {
+	_, err := mon.client.Call(ctx, &monitor.Request{Op: monitor.OpDelete, ID: rec.ID})
+	switch {
+	case errors.Is(err, monitor.ErrUnreachable):
+		// The monitor died before it could clean up after the process.
+		if err := s.dropRuntimeState(rec.ID); err != nil {
+			return fmt.Errorf("container %s: %w", rec.ID, err)
+		}
+	case err != nil && !monitor.IsCode(err, monitor.CodeNotFound):
 		return fmt.Errorf("container %s: remove from monitor: %w", rec.ID, err)
 	}
 	if err := unmountRootfs(rec.Dir + "/rootfs"); err != nil {
@@ -232,7 +240,7 @@ func (s *Service) podContainers(podID string) []*ctr {
 	defer s.mu.RUnlock()
 	var out []*ctr
 	for _, c := range s.ctrs {
-		if c.snapshot().PodID == podID {
+		if c.snapshot().PodID == podID && !c.rec.Sandbox {
 			out = append(out, c)
 		}
 	}
@@ -249,14 +257,12 @@ func (s *Service) StopPodContainers(ctx context.Context, podID string) error {
 	return errors.Join(errs...)
 }
 
-// RemovePodContainers removes every container of a pod, then its monitor.
+// RemovePodContainers removes every container of a pod. The pod's monitor
+// and infra container go with the pod (RemovePodMonitor).
 func (s *Service) RemovePodContainers(ctx context.Context, podID string) error {
 	var errs []error
 	for _, c := range s.podContainers(podID) {
 		errs = append(errs, s.Remove(ctx, c.snapshot().ID))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	return s.stopMonitor(ctx, podID)
+	return errors.Join(errs...)
 }

@@ -46,6 +46,10 @@ type Record struct {
 	// Reason overrides the exit's reason when berth, not the process,
 	// decided how the container ended.
 	Reason string `json:"reason,omitempty"`
+	// Sandbox marks the pod's infra container (pause from an image, its id
+	// the pod's): the pod sandbox owns it, and no CRI container call sees
+	// it.
+	Sandbox bool `json:"sandbox,omitempty"`
 }
 
 // ctr is one container in memory.

@@ -63,6 +63,9 @@ type Images interface {
 	Lease(ctx context.Context, holder, name string) (*Image, error)
 	Release(ctx context.Context, holder string) error
 	Holders() []string
+	// Pull fetches an image (through the configured mirrors): the pod's
+	// sandbox image is pulled when it is missing.
+	Pull(ctx context.Context, name string) error
 }
 
 // Options configure a Service.
@@ -155,12 +158,12 @@ func (s *Service) lookup(id string) (*ctr, error) {
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if c, ok := s.ctrs[id]; ok {
+	if c, ok := s.ctrs[id]; ok && !c.rec.Sandbox {
 		return c, nil
 	}
 	var found *ctr
 	for full, c := range s.ctrs {
-		if strings.HasPrefix(full, id) {
+		if strings.HasPrefix(full, id) && !c.rec.Sandbox {
 			if found != nil {
 				return nil, fmt.Errorf("%w: container id prefix %s is ambiguous", ErrNotFound, id)
 			}

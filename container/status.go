@@ -104,7 +104,7 @@ func (s *Service) List(ctx context.Context, f *runtimeapi.ContainerFilter) []*ru
 	for _, c := range s.ctrs {
 		c.mu.RLock()
 		r := &c.rec
-		ok := r.State != StateCreating &&
+		ok := r.State != StateCreating && !r.Sandbox &&
 			(f.GetId() == "" || strings.HasPrefix(r.ID, f.GetId())) &&
 			(f.GetPodSandboxId() == "" || strings.HasPrefix(r.PodID, f.GetPodSandboxId())) &&
 			(f.GetState() == nil || f.GetState().GetState() == criState(c)) &&

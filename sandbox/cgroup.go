@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/opencontainers/cgroups"
@@ -94,6 +95,19 @@ func newPodCgroup(p string) (*podCgroup, error) {
 		return nil, fmt.Errorf("cgroup %s: %w", p, err)
 	}
 	return &podCgroup{path: p, mgr: mgr}, nil
+}
+
+// Create makes the cgroup in every hierarchy and returns its directories.
+func (c *podCgroup) Create() ([]string, error) {
+	if err := c.mgr.Apply(-1); err != nil {
+		return nil, fmt.Errorf("create cgroup %s: %w", c.path, err)
+	}
+	var dirs []string
+	for _, d := range c.mgr.GetPaths() {
+		dirs = append(dirs, d)
+	}
+	sort.Strings(dirs)
+	return dirs, nil
 }
 
 // Attach creates the cgroup in every hierarchy and moves pid into it.

@@ -50,9 +50,6 @@ type Options struct {
 	// runtime request timeout is 2m).
 	RunTimeout time.Duration
 	Containers Containers
-	// PauseImage asks for pause to run from an image instead of the
-	// built-in one. TODO: not implemented yet; New refuses it.
-	PauseImage string
 	Logger     *slog.Logger
 	hosts      hostSource // tests only
 }
@@ -77,9 +74,6 @@ type Manager struct {
 func New(ctx context.Context, opts Options) (*Manager, error) {
 	if opts.StateDir == "" || opts.Network == nil {
 		return nil, errors.New("sandbox: StateDir and Network are required")
-	}
-	if opts.PauseImage != "" {
-		return nil, fmt.Errorf("sandbox: pause_image %q: running pause from an image is not implemented yet; leave pause_image empty to use the pause built into berth", opts.PauseImage)
 	}
 	if opts.Pause == nil {
 		opts.Pause = &DirectPause{}

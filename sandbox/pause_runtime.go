@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-runtime/berth/sandbox/pause"
 )
@@ -26,17 +27,37 @@ type PauseSpec struct {
 	NewIPC, NewUTS, NewPID bool
 	Hostname               string
 	Sysctls                map[string]string
+	// CgroupPath is the pod's cgroup (relative to each hierarchy's root)
+	// and CgroupDirs its directories, one per hierarchy, already made.
+	CgroupPath string
+	CgroupDirs []string
 	// Attach puts the started process into the pod cgroup.
 	Attach func(pid int) error
+	// Config is the pod's configuration.
+	Config *runtimeapi.PodSandboxConfig
 }
 
-// PauseRuntime starts pause processes. It is an interface so that the
-// per-pod monitor of a later issue can take over starting (and parenting)
-// pause; berth itself only needs the pid back, and watches it by pidfd.
+// PauseRuntime starts and owns pause processes. Berth's runtime is the
+// pod's monitor (wired in cmd/berth): it starts pause as its child, so
+// that pause survives berth and its exit is recorded. DirectPause, for
+// tests and tools, starts it as berth's child. Berth itself only needs
+// the pid back, and watches it by pidfd.
 type PauseRuntime interface {
 	// Start returns once pause runs in its namespaces and cgroup with the
-	// hostname and sysctls applied; on error nothing is left running.
+	// hostname and sysctls applied. On error the runtime may hold
+	// something of the pod still: the caller undoes it with Stopped and
+	// Removed.
 	Start(ctx context.Context, spec *PauseSpec) (*Process, error)
+	// Adopt reattaches, after a restart of berth, to the pause a pod's
+	// record names. An error wrapping ErrProcessGone means it is gone.
+	Adopt(ctx context.Context, podID string, pid int, startTime uint64) (*Process, error)
+	// Stopped is called once the pod's containers and pause have been
+	// stopped (or a failed start is undone): what the runtime keeps
+	// running for the pod, such as its monitor, ends. Idempotent.
+	Stopped(ctx context.Context, podID string) error
+	// Removed forgets the pod: what the runtime keeps on disk for it.
+	// Idempotent.
+	Removed(ctx context.Context, podID string) error
 }
 
 // DirectPause starts pause as a child of berth: a clone into new
@@ -47,6 +68,24 @@ type DirectPause struct {
 	// Command runs pause; the default is pause.Binary next to this
 	// binary, else this binary with pause.Subcommand.
 	Command []string
+}
+
+// PauseCommand returns the command line and environment that run the
+// built-in pause for spec, with command (default: the one next to this
+// binary). Pause reports on fd 3 (pause.SyncFD).
+func PauseCommand(spec *PauseSpec, command []string) (args, env []string, err error) {
+	if len(command) == 0 {
+		if command, err = defaultPauseCommand(); err != nil {
+			return nil, nil, fmt.Errorf("pod %s: find the pause binary: %w", spec.PodID, err)
+		}
+	}
+	specJSON, err := json.Marshal(pause.Spec{Hostname: spec.Hostname, Sysctls: spec.Sysctls})
+	if err != nil {
+		return nil, nil, fmt.Errorf("pod %s: pause spec: %w", spec.PodID, err)
+	}
+	// A small, fixed environment: pause needs nothing of berth's, and one
+	// P keeps its runtime to a thread or two.
+	return command, []string{"GOMAXPROCS=1", "GOTRACEBACK=none", pause.SpecEnv + "=" + string(specJSON)}, nil
 }
 
 // defaultPauseCommand prefers the small pause binary: a pod's pause then
@@ -63,18 +102,23 @@ func defaultPauseCommand() ([]string, error) {
 	return []string{exe, pause.Subcommand}, nil
 }
 
+// Adopt implements PauseRuntime: pause is found again by pid and start
+// time.
+func (d *DirectPause) Adopt(ctx context.Context, podID string, pid int, startTime uint64) (*Process, error) {
+	return OpenProcess(pid, startTime, nil)
+}
+
+// Stopped implements PauseRuntime: nothing else runs for the pod.
+func (d *DirectPause) Stopped(ctx context.Context, podID string) error { return nil }
+
+// Removed implements PauseRuntime: nothing is kept for the pod.
+func (d *DirectPause) Removed(ctx context.Context, podID string) error { return nil }
+
 // Start implements PauseRuntime.
 func (d *DirectPause) Start(ctx context.Context, spec *PauseSpec) (*Process, error) {
-	command := d.Command
-	if len(command) == 0 {
-		var err error
-		if command, err = defaultPauseCommand(); err != nil {
-			return nil, fmt.Errorf("pod %s: find the pause binary: %w", spec.PodID, err)
-		}
-	}
-	specJSON, err := json.Marshal(pause.Spec{Hostname: spec.Hostname, Sysctls: spec.Sysctls})
+	args, env, err := PauseCommand(spec, d.Command)
 	if err != nil {
-		return nil, fmt.Errorf("pod %s: pause spec: %w", spec.PodID, err)
+		return nil, err
 	}
 	syncR, syncW, err := os.Pipe()
 	if err != nil {
@@ -82,10 +126,8 @@ func (d *DirectPause) Start(ctx context.Context, spec *PauseSpec) (*Process, err
 	}
 	defer syncR.Close()
 
-	cmd := exec.Command(command[0], command[1:]...)
-	// A small, fixed environment: pause needs nothing of berth's, and one
-	// P keeps its runtime to a thread or two.
-	cmd.Env = []string{"GOMAXPROCS=1", "GOTRACEBACK=none", pause.SpecEnv + "=" + string(specJSON)}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = env
 	cmd.ExtraFiles = []*os.File{syncW} // fd 3 = pause.SyncFD
 	cmd.Dir = "/"
 	var flags uintptr

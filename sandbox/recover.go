@@ -59,7 +59,7 @@ func (m *Manager) recover(ctx context.Context) error {
 			m.undoCrashed(ctx, p)
 			continue
 		}
-		m.adoptPause(p)
+		m.adoptPause(ctx, p)
 		m.add(p)
 		m.names.restore(nameKey(cfg.GetMetadata()), id)
 	}
@@ -87,12 +87,13 @@ func (m *Manager) undoCrashed(ctx context.Context, p *pod) {
 	m.log.Warn("cleaned up pod left half-made by a crash", "pod", id)
 }
 
-// adoptPause re-attaches to a pod's pause by pidfd, or records its death.
-func (m *Manager) adoptPause(p *pod) {
+// adoptPause re-attaches to a pod's pause through its runtime, or records
+// its death.
+func (m *Manager) adoptPause(ctx context.Context, p *pod) {
 	if p.rec.PausePid == 0 {
 		return
 	}
-	proc, err := OpenProcess(p.rec.PausePid, p.rec.PauseStart, nil)
+	proc, err := m.pause.Adopt(ctx, p.rec.ID, p.rec.PausePid, p.rec.PauseStart)
 	if err == nil {
 		p.pause = proc
 		go m.watch(p, proc)

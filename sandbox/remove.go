@@ -40,16 +40,20 @@ func (m *Manager) Remove(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("pod %s: %w", rec.ID, err)
 	}
-	if err := m.purge(p, cg); err != nil {
+	if err := m.purge(ctx, p, cg); err != nil {
 		return err
 	}
 	m.log.Info("pod sandbox removed", "pod", rec.ID)
 	return nil
 }
 
-// purge removes a released pod's cgroup, files and record, and forgets it.
-func (m *Manager) purge(p *pod, cg *podCgroup) error {
+// purge removes a released pod's runtime state, cgroup, files and record,
+// and forgets it.
+func (m *Manager) purge(ctx context.Context, p *pod, cg *podCgroup) error {
 	rec, cfg := p.snapshot()
+	if err := m.pause.Removed(ctx, rec.ID); err != nil {
+		return fmt.Errorf("pod %s: %w", rec.ID, err)
+	}
 	if err := cg.Destroy(); err != nil {
 		return fmt.Errorf("pod %s: %w", rec.ID, err)
 	}

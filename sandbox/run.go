@@ -128,14 +128,22 @@ func (m *Manager) create(ctx context.Context, p *pod, cg *podCgroup, hostNet, ho
 			netRes, netErr = m.net.Setup(ctx, networkPod(&p.rec, cfg))
 		}()
 	}
+	cgDirs, err := cg.Create()
+	if err != nil {
+		wg.Wait()
+		return fmt.Errorf("pod %s: %w", id, errors.Join(err, netErr))
+	}
 	spec := &PauseSpec{
-		PodID:   id,
-		NetNS:   p.rec.NetNS,
-		NewIPC:  !hostIPC,
-		NewUTS:  !hostNet,
-		NewPID:  !hostPID,
-		Sysctls: cfg.GetLinux().GetSysctls(),
-		Attach:  cg.Attach,
+		PodID:      id,
+		NetNS:      p.rec.NetNS,
+		NewIPC:     !hostIPC,
+		NewUTS:     !hostNet,
+		NewPID:     !hostPID,
+		Sysctls:    cfg.GetLinux().GetSysctls(),
+		CgroupPath: p.rec.CgroupPath,
+		CgroupDirs: cgDirs,
+		Attach:     cg.Attach,
+		Config:     cfg,
 	}
 	if !hostNet {
 		spec.Hostname = p.rec.Hostname
@@ -172,14 +180,15 @@ func (m *Manager) create(ctx context.Context, p *pod, cg *podCgroup, hostNet, ho
 // undo releases whatever a failed Run made, the record last.
 func (m *Manager) undo(ctx context.Context, p *pod, cg *podCgroup) error {
 	var errs []error
-	if err := m.release(ctx, p); err != nil {
-		errs = append(errs, err)
-	}
-	// A crash may have left a pause whose pid never reached the record.
+	// First, as a failed start or a crash may have left a pause whose pid
+	// never reached the record.
 	if err := cg.KillAll(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	if err := m.purge(p, cg); err != nil {
+	if err := m.release(ctx, p); err != nil {
+		errs = append(errs, err)
+	}
+	if err := m.purge(ctx, p, cg); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

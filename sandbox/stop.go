@@ -56,6 +56,12 @@ func (m *Manager) release(ctx context.Context, p *pod) error {
 		p.pause = nil
 		p.mu.Unlock()
 	}
+	// Pause has exited (or never ran): what the runtime keeps running for
+	// the pod, its monitor, records the last exits and ends.
+	if err := m.pause.Stopped(ctx, id); err != nil {
+		persist(func(r *Record) { r.State, r.PausePid, r.PauseStart = notReady(r.State), 0, 0 })
+		return errors.Join(append(errs, fmt.Errorf("pod %s: %w", id, err))...)
+	}
 	if rec.Attached {
 		if err := m.net.Teardown(ctx, networkPod(&rec, cfg)); err != nil {
 			persist(func(r *Record) { r.State, r.PausePid, r.PauseStart = notReady(r.State), 0, 0 })

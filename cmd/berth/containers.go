@@ -18,42 +18,30 @@ import (
 // newContainers builds the container service on top of the pod and image
 // services. It reattaches to the monitors of the previous run before it
 // returns.
-func newContainers(ctx context.Context, cfg *config.Config, pods *sandbox.Manager, images *image.Service, log *slog.Logger) (*container.Service, error) {
+func newContainers(ctx context.Context, cfg *config.Config, pods container.Pods, images *image.Service, log *slog.Logger) (*container.Service, error) {
 	return container.New(ctx, container.Options{
 		Root:   cfg.Root,
 		State:  cfg.State,
-		Pods:   podsAdapter{pods},
+		Pods:   pods,
 		Images: imagesAdapter{images},
 		Logger: log,
 	})
 }
 
-// lateContainers lets the sandbox service, built first, reach the
-// container service built after it.
-type lateContainers struct {
-	svc atomic.Pointer[container.Service]
+// latePods lets the container service, built first, reach the sandbox
+// service built after it.
+type latePods struct {
+	m atomic.Pointer[sandbox.Manager]
 }
 
-func (l *lateContainers) set(s *container.Service) { l.svc.Store(s) }
+func (l *latePods) set(m *sandbox.Manager) { l.m.Store(m) }
 
-func (l *lateContainers) StopPodContainers(ctx context.Context, podID string) error {
-	if s := l.svc.Load(); s != nil {
-		return s.StopPodContainers(ctx, podID)
+func (l *latePods) Pod(ctx context.Context, id string) (*container.Pod, error) {
+	m := l.m.Load()
+	if m == nil {
+		return nil, fmt.Errorf("%w: pod sandbox %s (pods not loaded yet)", container.ErrNotFound, id)
 	}
-	return nil
-}
-
-func (l *lateContainers) RemovePodContainers(ctx context.Context, podID string) error {
-	if s := l.svc.Load(); s != nil {
-		return s.RemovePodContainers(ctx, podID)
-	}
-	return nil
-}
-
-type podsAdapter struct{ m *sandbox.Manager }
-
-func (a podsAdapter) Pod(ctx context.Context, id string) (*container.Pod, error) {
-	info, err := a.m.Get(ctx, id)
+	info, err := m.Get(ctx, id)
 	if errors.Is(err, sandbox.ErrNotFound) {
 		return nil, fmt.Errorf("%w: pod sandbox %s", container.ErrNotFound, id)
 	}
@@ -91,3 +79,14 @@ func (a imagesAdapter) Release(ctx context.Context, holder string) error {
 	return a.s.Release(ctx, holder)
 }
 func (a imagesAdapter) Holders() []string { return a.s.Holders() }
+
+func (a imagesAdapter) Pull(ctx context.Context, name string) error {
+	_, err := a.s.Pull(ctx, name, nil)
+	switch {
+	case errors.Is(err, image.ErrNotFound):
+		return fmt.Errorf("%w: image %s: %w", container.ErrNotFound, name, err)
+	case errors.Is(err, image.ErrInvalidReference):
+		return fmt.Errorf("%w: image %s: %w", container.ErrInvalid, name, err)
+	}
+	return err
+}

@@ -122,22 +122,24 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	late := &lateContainers{}
-	cni, pods, err := newPods(ctx, cfg, log, late)
-	if err != nil {
-		return err
-	}
-	defer pods.Close()
 	images, err := newImages(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	containers, err := newContainers(ctx, cfg, pods, images, log)
+	// Containers first: the pods' recovery reattaches to pause through
+	// the pods' monitors, which the container service owns.
+	late := &latePods{}
+	containers, err := newContainers(ctx, cfg, late, images, log)
 	if err != nil {
 		return err
 	}
 	defer containers.Close()
-	late.set(containers)
+	cni, pods, err := newPods(ctx, cfg, log, containers)
+	if err != nil {
+		return err
+	}
+	defer pods.Close()
+	late.set(pods)
 	srv, err := server.New(server.Options{
 		Config:           cfg,
 		Images:           images,

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"path/filepath"
 
+	"github.com/berth-runtime/berth/container"
 	"github.com/berth-runtime/berth/internal/config"
 	"github.com/berth-runtime/berth/network"
 	"github.com/berth-runtime/berth/sandbox"
@@ -13,7 +14,7 @@ import (
 // newPods builds pod networking (libcni, watching the conf dir for
 // NetworkReady) and the sandbox service, which reloads and reconciles the
 // pods of the previous run before it returns.
-func newPods(ctx context.Context, cfg *config.Config, log *slog.Logger, containers sandbox.Containers) (*network.CNI, *sandbox.Manager, error) {
+func newPods(ctx context.Context, cfg *config.Config, log *slog.Logger, containers *container.Service) (*network.CNI, *sandbox.Manager, error) {
 	netCfg := network.Config{
 		ConfDir:  cfg.CNI.ConfDir,
 		BinDirs:  cfg.CNI.BinDirs,
@@ -36,7 +37,7 @@ func newPods(ctx context.Context, cfg *config.Config, log *slog.Logger, containe
 		StateDir:     cfg.State,
 		Network:      cni,
 		CgroupDriver: cfg.CgroupDriver,
-		PauseImage:   cfg.PauseImage,
+		Pause:        &monitorPause{containers: containers, image: cfg.PauseImage},
 		Containers:   containers,
 		Logger:       log,
 	})

@@ -50,6 +50,7 @@ type Request struct {
 	Signal    int                   `json:"signal,omitempty"`
 	Exec      *ExecRequest          `json:"exec,omitempty"`
 	Resources *specs.LinuxResources `json:"resources,omitempty"`
+	Pause     *PauseRequest         `json:"pause,omitempty"`
 	Stream    *StreamRequest        `json:"stream,omitempty"` // OpExecStream, OpAttach (stream.go)
 }
 

@@ -61,20 +61,20 @@ type StartOptions struct {
 }
 
 // Start runs a monitor in its own session, so that it survives berth, and
-// returns when it serves its socket. The returned wait function reaps it
-// if it exits while this berth still runs.
-func Start(ctx context.Context, o StartOptions) (pid int, err error) {
+// returns when it serves its socket. The caller reaps the returned process
+// (Wait) once it has exited; after a berth restart init does.
+func Start(ctx context.Context, o StartOptions) (*os.Process, error) {
 	if err := os.MkdirAll(o.Paths.Dir, 0o700); err != nil {
-		return 0, fmt.Errorf("pod %s: monitor dir: %w", o.PodID, err)
+		return nil, fmt.Errorf("pod %s: monitor dir: %w", o.PodID, err)
 	}
 	logf, err := os.OpenFile(o.Paths.Log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
-		return 0, fmt.Errorf("pod %s: monitor log: %w", o.PodID, err)
+		return nil, fmt.Errorf("pod %s: monitor log: %w", o.PodID, err)
 	}
 	defer logf.Close()
 	syncR, syncW, err := os.Pipe()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer syncR.Close()
 	cmd := exec.Command(o.Binary, "--pod", o.PodID, "--socket", o.Paths.Socket, "--root", o.RuncRoot)
@@ -88,11 +88,8 @@ func Start(ctx context.Context, o StartOptions) (pid int, err error) {
 	err = cmd.Start()
 	syncW.Close()
 	if err != nil {
-		return 0, fmt.Errorf("pod %s: start monitor: %w", o.PodID, err)
+		return nil, fmt.Errorf("pod %s: start monitor: %w", o.PodID, err)
 	}
-	// Reaped here while berth lives; after a berth restart it is adopted by
-	// init, which reaps it.
-	go cmd.Wait()
 	if dl, ok := ctx.Deadline(); ok {
 		syncR.SetReadDeadline(dl)
 	} else {
@@ -107,7 +104,8 @@ func Start(ctx context.Context, o StartOptions) (pid int, err error) {
 	}
 	if err != nil {
 		cmd.Process.Kill()
-		return 0, fmt.Errorf("pod %s: start monitor: %w", o.PodID, err)
+		cmd.Wait()
+		return nil, fmt.Errorf("pod %s: start monitor: %w", o.PodID, err)
 	}
-	return cmd.Process.Pid, nil
+	return cmd.Process, nil
 }

@@ -91,15 +91,14 @@ func start(t *testing.T) *env {
 	paths := monitor.PathsFor(state, "pod1")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	pid, err := monitor.Start(ctx, monitor.StartOptions{Binary: bin, PodID: "pod1", Paths: paths, RuncRoot: filepath.Join(state, "runc")})
+	proc, err := monitor.Start(ctx, monitor.StartOptions{Binary: bin, PodID: "pod1", Paths: paths, RuncRoot: filepath.Join(state, "runc")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := &env{t: t, state: state, rootfs: rootfs, client: &monitor.Client{Socket: paths.Socket}}
 	t.Cleanup(func() {
-		if p, err := os.FindProcess(pid); err == nil {
-			p.Kill()
-		}
+		proc.Kill()
+		proc.Wait()
 		if t.Failed() {
 			log, _ := os.ReadFile(paths.Log)
 			t.Logf("monitor log:\n%s", log)

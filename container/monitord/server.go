@@ -28,6 +28,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	ctrs     map[string]*ctr
+	pause    *pauseProc // the built-in pause, addressed by the pod's id
 	shutdown bool
 	done     chan struct{}
 	once     sync.Once
@@ -116,14 +117,35 @@ func (s *Server) dispatch(ctx context.Context, req *monitor.Request) *monitor.Re
 	if req.Op == monitor.OpShutdown {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if n := len(s.ctrs); n > 0 {
-			return fail(monitor.CodeInvalid, fmt.Errorf("pod %s still has %d containers", s.pod, n))
+		// Exited containers may stay: their exits are on disk.
+		running := 0
+		for _, c := range s.ctrs {
+			if !c.isExited() {
+				running++
+			}
+		}
+		if running > 0 {
+			return fail(monitor.CodeInvalid, fmt.Errorf("pod %s still has %d running containers", s.pod, running))
+		}
+		if s.pause != nil && !isClosed(s.pause.exited) {
+			return fail(monitor.CodeInvalid, fmt.Errorf("pod %s: pause still runs", s.pod))
 		}
 		s.shutdown = true
 		return &monitor.Response{}
 	}
 	if req.Op == monitor.OpCreate {
 		return s.create(req)
+	}
+	if req.Op == monitor.OpRunPause {
+		return s.runPause(req.Pause)
+	}
+	if req.ID == s.pod {
+		s.mu.Lock()
+		p := s.pause
+		s.mu.Unlock()
+		if p != nil {
+			return s.pauseCall(ctx, p, req)
+		}
 	}
 	c, err := s.get(req.ID)
 	if err != nil {

@@ -24,6 +24,9 @@ func (b *builder) nsPath(kind string) (string, error) {
 }
 
 func (b *builder) namespaces(s *specs.Spec) error {
+	if b.in.Sandbox {
+		return b.sandboxNamespaces(s)
+	}
 	ns := []specs.LinuxNamespace{{Type: specs.MountNamespace}}
 	if b.in.Host.CgroupV2() {
 		// On v1 a cgroup namespace hides nothing useful and costs a clone flag.
@@ -73,6 +76,33 @@ func (b *builder) namespaces(s *specs.Spec) error {
 	}
 	if u := b.sc.GetNamespaceOptions().GetUsernsOptions(); u != nil && u.GetMode() == runtimeapi.NamespaceMode_POD && len(u.GetUids()) > 0 {
 		return invalid("linux.security_context.namespace_options.userns_options", "user namespaces are not supported")
+	}
+	s.Linux.Namespaces = ns
+	return nil
+}
+
+// sandboxNamespaces are those of the pod's infra container, which makes
+// the pod's namespaces rather than joining them: the pinned network
+// namespace, and new UTS (unless on the host's network), IPC and PID
+// namespaces (unless the pod shares the host's).
+func (b *builder) sandboxNamespaces(s *specs.Spec) error {
+	o := b.psc.GetNamespaceOptions()
+	ns := []specs.LinuxNamespace{{Type: specs.MountNamespace}}
+	if b.in.Host.CgroupV2() {
+		ns = append(ns, specs.LinuxNamespace{Type: specs.CgroupNamespace})
+	}
+	if o.GetNetwork() != runtimeapi.NamespaceMode_NODE {
+		if b.in.Pod.NetNSPath == "" {
+			return fmt.Errorf("pod sandbox %s has no network namespace", b.in.Pod.ID)
+		}
+		ns = append(ns, specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: b.in.Pod.NetNSPath},
+			specs.LinuxNamespace{Type: specs.UTSNamespace})
+	}
+	if o.GetIpc() != runtimeapi.NamespaceMode_NODE {
+		ns = append(ns, specs.LinuxNamespace{Type: specs.IPCNamespace})
+	}
+	if o.GetPid() != runtimeapi.NamespaceMode_NODE {
+		ns = append(ns, specs.LinuxNamespace{Type: specs.PIDNamespace})
 	}
 	s.Linux.Namespaces = ns
 	return nil

@@ -103,8 +103,14 @@ type Input struct {
 	// TargetPID is the init pid of the container whose PID namespace is
 	// joined when the PID namespace mode is TARGET.
 	TargetPID int
-	Host      Host
-	Files     RootFS
+	// Sandbox makes the spec of the pod's infra (pause) container: it
+	// creates the pod's IPC, UTS and PID namespaces (each unless the pod
+	// shares the host's) instead of joining pause's, in the pinned network
+	// namespace, and it is placed in the pod's own cgroup (its ID is the
+	// pod's).
+	Sandbox bool
+	Host    Host
+	Files   RootFS
 }
 
 // InvalidError is a request that cannot be turned into a spec: the field
@@ -207,6 +213,9 @@ func (b *builder) annotations() map[string]string {
 	}
 	md := b.in.Pod.Config.GetMetadata()
 	a[AnnotationContainerType] = "container"
+	if b.in.Sandbox {
+		a[AnnotationContainerType] = "sandbox"
+	}
 	a[AnnotationContainerName] = b.in.Config.GetMetadata().GetName()
 	a[AnnotationSandboxID] = b.in.Pod.ID
 	a[AnnotationSandboxName] = md.GetName()

@@ -573,3 +573,40 @@ func ruleFor(s *specs.LinuxSeccomp, name string) *specs.LinuxSyscall {
 	}
 	return nil
 }
+
+func TestSandboxSpec(t *testing.T) {
+	in := baseInput()
+	in.ID, in.Sandbox, in.Pod.PausePID = "p1", true, 0
+	in.Pod.Config.Linux = &runtimeapi.LinuxPodSandboxConfig{Sysctls: map[string]string{"net.core.somaxconn": "1024", "kernel.shmmni": "10"}}
+	s, err := Build(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []specs.LinuxNamespace{
+		{Type: specs.MountNamespace}, {Type: specs.NetworkNamespace, Path: "/run/berth/netns/p1"},
+		{Type: specs.UTSNamespace}, {Type: specs.IPCNamespace}, {Type: specs.PIDNamespace},
+	}
+	if !reflect.DeepEqual(s.Linux.Namespaces, want) {
+		t.Errorf("namespaces %+v, want %+v", s.Linux.Namespaces, want)
+	}
+	if s.Hostname != "podhost" || s.Linux.CgroupsPath != "/kubepods/podu/p1" || s.Annotations[AnnotationContainerType] != "sandbox" {
+		t.Errorf("hostname %q cgroup %q type %q", s.Hostname, s.Linux.CgroupsPath, s.Annotations[AnnotationContainerType])
+	}
+	if len(s.Linux.Sysctl) != 2 {
+		t.Errorf("sysctls %v", s.Linux.Sysctl)
+	}
+
+	// Host network, IPC and PID: only the mount namespace is its own, and
+	// the node's hostname is not touched.
+	in = baseInput()
+	in.Sandbox, in.Pod.NetNSPath = true, ""
+	in.Pod.Config.Linux = &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+		NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE, Pid: runtimeapi.NamespaceMode_NODE, Ipc: runtimeapi.NamespaceMode_NODE},
+	}}
+	if s, err = Build(in); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Linux.Namespaces) != 1 || s.Hostname != "" {
+		t.Errorf("host pod's infra: namespaces %+v hostname %q", s.Linux.Namespaces, s.Hostname)
+	}
+}

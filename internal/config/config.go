@@ -34,7 +34,7 @@ type Config struct {
 	LogFormat      string `toml:"log_format" flag:"log-format" check:"oneof=text|json" doc:"Log format on stderr: text or json."`
 	MetricsAddress string `toml:"metrics_address" flag:"metrics-address" check:"hostport" doc:"host:port to serve Prometheus metrics on at /metrics; empty disables them."`
 	SocketGroup    string `toml:"socket_group" flag:"socket-group" doc:"Group name or numeric gid that owns the socket (mode 0660); empty keeps root."`
-	PauseImage     string `toml:"pause_image" flag:"pause-image" doc:"Image run as every pod's infra (pause) process instead of the pause built into berth. Not supported yet: berth refuses to start with it set."`
+	PauseImage     string `toml:"pause_image" flag:"pause-image" doc:"Image run as every pod's infra (pause) container instead of the pause built into berth, e.g. registry.k8s.io/pause:3.10; pulled (through the registry mirrors) when a pod needs it and it is missing."`
 	CNI            CNI    `toml:"cni" doc:"Pod networking with CNI plugins."`
 
 	ImagePullStallTimeout  string              `toml:"image_pull_stall_timeout" flag:"image-pull-stall-timeout" check:"duration" doc:"A pull fails when a registry sends nothing for this long (a Go duration such as 1m or 30s; 0 disables the check)."`

@@ -24,13 +24,13 @@ type env struct {
 	logDir string
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, opts ...framework.Option) *env {
 	t.Helper()
 	framework.RequireRoot(t)
 	reg := framework.TestRegistry(t)
 	n := cnitest.NewNet(t)
 	e := &env{t: t, image: reg + "/library/busybox:latest", parent: "/berth-ctr-e2e-" + randHex(4), logDir: t.TempDir()}
-	e.d = framework.StartDaemon(t, framework.WithArgs("--cni-conf-dir", n.ConfDir, "--cni-bin-dir", n.BinDir))
+	e.d = framework.StartDaemon(t, append([]framework.Option{framework.WithArgs("--cni-conf-dir", n.ConfDir, "--cni-bin-dir", n.BinDir)}, opts...)...)
 	t.Cleanup(e.cleanup)
 	if _, err := e.d.Image.PullImage(framework.Ctx(t), &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: e.image}}); err != nil {
 		t.Fatalf("pull %s: %v", e.image, err)

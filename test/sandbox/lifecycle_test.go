@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -99,16 +100,27 @@ func TestKilledBerthKeepsPodsReady(t *testing.T) {
 	idA, idB := e.run(e.config("a")), e.run(e.config("b"))
 	stA, infoA := e.status(idA)
 	stB, infoB := e.status(idB)
+	monA := e.monitorOf(idA, infoA.Pid)
 	e.stop(idB) // one stopped pod must come back stopped
 	e.d.Kill()
 	if !processRuns(infoA.Pid) {
 		t.Fatal("pause died with berth")
+	}
+	// Pause is not orphaned to init: its parent is still its pod's monitor.
+	if ppid := statusPPid(t, infoA.Pid); ppid != monA {
+		t.Errorf("after berth's death pause's parent is %d, want the monitor %d", ppid, monA)
 	}
 	e.d.Restart()
 	st, info := e.status(idA)
 	if st.State != runtimeapi.PodSandboxState_SANDBOX_READY || st.Network.Ip != stA.Network.Ip || info.Pid != infoA.Pid {
 		t.Errorf("after restart: %v %s pid %d; want ready, %s, pid %d", st.State, st.Network.Ip, info.Pid, stA.Network.Ip, infoA.Pid)
 	}
+	// The restarted berth watches pause through the same monitor.
+	if e.monitorOf(idA, info.Pid) != monA {
+		t.Error("pause has another parent after the restart")
+	}
+	syscall.Kill(infoA.Pid, syscall.SIGKILL)
+	e.waitNotReady(idA)
 	if st, _ := e.status(idB); st.State != runtimeapi.PodSandboxState_SANDBOX_NOTREADY {
 		t.Errorf("stopped pod after restart: %v", st.State)
 	}

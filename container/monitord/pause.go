@@ -1,0 +1,283 @@
+package monitord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/berth-runtime/berth/container/monitor"
+)
+
+// pauseStartTimeout bounds how long pause may take to report ready.
+const pauseStartTimeout = 30 * time.Second
+
+// pauseProc is the pod's built-in pause, a child of the monitor. It is
+// addressed by the pod's id.
+type pauseProc struct {
+	pid    int
+	cmd    *exec.Cmd
+	pidfd  *os.File // PIDFD_NONBLOCK: its exit is seen through the netpoller
+	dir    string
+	exited chan struct{} // closed once exit is set and recorded
+	exit   *monitor.Exit
+}
+
+// runPause starts the built-in pause: a clone into new IPC/UTS/PID
+// namespaces made from a thread that entered the pod's network namespace,
+// so that pause is born in it. It returns once pause is in the pod cgroup
+// and reported ready.
+func (s *Server) runPause(r *monitor.PauseRequest) *monitor.Response {
+	if r == nil || len(r.Args) == 0 || r.Dir == "" {
+		return fail(monitor.CodeInvalid, errors.New("run-pause: missing args or dir"))
+	}
+	s.mu.Lock()
+	switch {
+	case s.shutdown:
+		s.mu.Unlock()
+		return fail(monitor.CodeInvalid, fmt.Errorf("pod %s monitor is shutting down", s.pod))
+	case s.pause != nil && !isClosed(s.pause.exited):
+		s.mu.Unlock()
+		return fail(monitor.CodeInvalid, fmt.Errorf("pod %s: pause already runs (pid %d)", s.pod, s.pause.pid))
+	}
+	// Reserved while it starts, without holding the lock.
+	p := &pauseProc{dir: r.Dir, exited: make(chan struct{})}
+	s.pause = p
+	s.mu.Unlock()
+	if err := p.start(r); err != nil {
+		s.mu.Lock()
+		if s.pause == p {
+			s.pause = nil
+		}
+		s.mu.Unlock()
+		return fail(monitor.CodeInvalid, fmt.Errorf("pod %s: %w", s.pod, err))
+	}
+	go p.wait(s)
+	s.log.Info("pause started", "pid", p.pid)
+	return &monitor.Response{Pid: p.pid}
+}
+
+func (p *pauseProc) start(r *monitor.PauseRequest) error {
+	if err := os.MkdirAll(r.Dir, 0o700); err != nil {
+		return err
+	}
+	// A pause from an earlier start of this pod must not be mistaken
+	// for this one's exit.
+	os.Remove(filepath.Join(r.Dir, monitor.ExitFile))
+	syncR, syncW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer syncR.Close()
+	cmd := exec.Command(r.Args[0], r.Args[1:]...)
+	cmd.Env = r.Env
+	if cmd.Env == nil {
+		cmd.Env = []string{}
+	}
+	cmd.Dir = "/"
+	cmd.ExtraFiles = []*os.File{syncW} // fd 3
+	var flags uintptr
+	if r.NewIPC {
+		flags |= syscall.CLONE_NEWIPC
+	}
+	if r.NewUTS {
+		flags |= syscall.CLONE_NEWUTS
+	}
+	if r.NewPID {
+		flags |= syscall.CLONE_NEWPID
+	}
+	// Its own process group: a signal to the monitor's group is not for it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Cloneflags: flags}
+	err = startInNetNS(r.NetNS, cmd)
+	syncW.Close()
+	if err != nil {
+		return fmt.Errorf("start pause: %w", err)
+	}
+	p.pid = cmd.Process.Pid
+	fd, err := unix.PidfdOpen(p.pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return fmt.Errorf("pause pidfd: %w", err)
+	}
+	p.pidfd = os.NewFile(uintptr(fd), "pidfd")
+	fail := func(err error) error {
+		cmd.Process.Kill()
+		cmd.Wait()
+		p.pidfd.Close()
+		return err
+	}
+	for _, dir := range r.CgroupDirs {
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(p.pid)), 0o644); err != nil {
+			return fail(fmt.Errorf("move pause into cgroup %s: %w", dir, err))
+		}
+	}
+	syncR.SetReadDeadline(time.Now().Add(pauseStartTimeout))
+	msg, err := io.ReadAll(io.LimitReader(syncR, 4096))
+	switch {
+	case err != nil:
+		return fail(fmt.Errorf("wait for pause to start: %w", err))
+	case string(msg) != "ok":
+		if len(msg) == 0 {
+			return fail(errors.New("pause exited during setup"))
+		}
+		return fail(fmt.Errorf("pause: %s", strings.TrimSpace(string(msg))))
+	}
+	// Reaped by wait once the pidfd says it exited: no thread blocks in
+	// wait4 meanwhile.
+	p.cmd = cmd
+	return nil
+}
+
+// startInNetNS starts cmd from a thread that entered the network namespace
+// at path, so that the child is born in it. The thread goes back to its
+// namespace afterwards, or, if that fails, dies with its goroutine.
+func startInNetNS(path string, cmd *exec.Cmd) error {
+	if path == "" {
+		return cmd.Start()
+	}
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		errc <- func() error {
+			orig, err := os.Open("/proc/thread-self/ns/net")
+			if err != nil {
+				return err
+			}
+			defer orig.Close()
+			target, err := os.Open(path)
+			if err != nil {
+				return fmt.Errorf("open netns: %w", err)
+			}
+			defer target.Close()
+			if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+				return fmt.Errorf("enter netns %s: %w", path, err)
+			}
+			err = cmd.Start()
+			if unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET) == nil {
+				runtime.UnlockOSThread()
+			}
+			return err
+		}()
+	}()
+	return <-errc
+}
+
+// wait records pause's exit the moment it happens.
+func (p *pauseProc) wait(s *Server) {
+	if err := waitPidfd(p.pidfd); err != nil {
+		s.log.Warn("wait for pause", "error", err)
+	}
+	// The pidfd stays open: signals through it cannot hit a recycled pid.
+	err := p.cmd.Wait()
+	exit := pauseExitOf(p.cmd.ProcessState, err)
+	if err := monitor.WriteExit(p.dir, exit); err != nil {
+		s.log.Error("record pause exit", "error", err)
+	}
+	s.mu.Lock()
+	p.exit = exit
+	s.mu.Unlock()
+	close(p.exited)
+	s.log.Info("pause exited", "pid", p.pid, "code", exit.Code, "signal", exit.Signal)
+}
+
+// waitPidfd returns once the process behind a non-blocking pidfd has
+// exited, parked in the netpoller rather than in a blocking syscall.
+func waitPidfd(f *os.File) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	// A pidfd polls readable once the process exited; the check makes a
+	// spurious wakeup harmless.
+	return rc.Read(func(fd uintptr) bool {
+		n, _ := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 0)
+		return n > 0
+	})
+}
+
+// pauseExitOf turns a wait result into an Exit.
+func pauseExitOf(st *os.ProcessState, err error) *monitor.Exit {
+	exit := &monitor.Exit{FinishedAt: time.Now()}
+	if st == nil {
+		exit.Code = -1
+		if err != nil {
+			exit.Message = "wait: " + err.Error()
+		}
+		return exit
+	}
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		exit.Signal = int(ws.Signal())
+		exit.Code = 128 + exit.Signal
+	} else {
+		exit.Code = st.ExitCode()
+	}
+	return exit
+}
+
+// pauseCall answers the calls that address pause by the pod's id.
+func (s *Server) pauseCall(ctx context.Context, p *pauseProc, req *monitor.Request) *monitor.Response {
+	switch req.Op {
+	case monitor.OpStatus:
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if p.exit != nil {
+			return &monitor.Response{Pid: p.pid, State: monitor.StateExited, Exit: p.exit}
+		}
+		return &monitor.Response{Pid: p.pid, State: monitor.StateRunning}
+	case monitor.OpWait:
+		select {
+		case <-p.exited:
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return &monitor.Response{Pid: p.pid, State: monitor.StateExited, Exit: p.exit}
+		case <-ctx.Done():
+			return fail(monitor.CodeInvalid, ctx.Err())
+		}
+	case monitor.OpSignal:
+		if isClosed(p.exited) {
+			return fail(monitor.CodeNotRunning, fmt.Errorf("pause of pod %s: %w", s.pod, errNotRunning))
+		}
+		if err := pidfdSignal(p.pidfd, syscall.Signal(req.Signal)); err != nil {
+			if errors.Is(err, unix.ESRCH) {
+				return fail(monitor.CodeNotRunning, fmt.Errorf("pause of pod %s: %w", s.pod, errNotRunning))
+			}
+			return fail("", fmt.Errorf("pause of pod %s: signal %d: %w", s.pod, req.Signal, err))
+		}
+		return &monitor.Response{}
+	}
+	return fail(monitor.CodeInvalid, fmt.Errorf("operation %q does not apply to pause", req.Op))
+}
+
+// pidfdSignal signals through a pidfd without Fd(), which would take the
+// file out of the netpoller.
+func pidfdSignal(f *os.File, sig syscall.Signal) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.PidfdSendSignal(int(fd), sig, nil, 0) }); err != nil {
+		return err
+	}
+	return serr
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,153 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// monitorOf returns the pid of pod id's monitor, which must be pause's
+// parent: the monitor owns the whole pod from RunPodSandbox on.
+func (e *env) monitorOf(id string, pausePid int) int {
+	e.t.Helper()
+	ppid := statusPPid(e.t, pausePid)
+	cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", ppid))
+	if !bytes.Contains(cmd, []byte("berth-monitor\x00")) || !bytes.Contains(cmd, []byte("\x00--pod\x00"+id+"\x00")) {
+		e.t.Fatalf("pause %d's parent %d is %q, not pod %s's monitor", pausePid, ppid, bytes.ReplaceAll(cmd, []byte{0}, []byte{' '}), id)
+	}
+	return ppid
+}
+
+func statusPPid(t *testing.T, pid int) int {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatalf("pause %d: %v", pid, err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	t.Fatalf("no PPid in /proc/%d/status", pid)
+	return 0
+}
+
+// waitNotReady polls PodSandboxStatus until the pod is not ready.
+func (e *env) waitNotReady(id string) {
+	e.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, _ := e.status(id)
+		if st.State == runtimeapi.PodSandboxState_SANDBOX_NOTREADY {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("pod %s still %v", id, st.State)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func waitGone(t *testing.T, pid int, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); processRuns(pid); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s (pid %d) still runs", what, pid)
+		}
+	}
+}
+
+// monitorSocket is where pod id's monitor serves (container/monitor.PathsFor).
+func (e *env) monitorSocket(id string) string {
+	return filepath.Join(e.d.State, "monitors", id[:16]+".sock")
+}
+
+// checkRemoved checks that nothing of pod id is left, the monitor's
+// socket and directory included.
+func (e *env) checkRemoved(id string, info podInfo) {
+	e.t.Helper()
+	if left := e.leftovers(id, info.CgroupPath); len(left) > 0 {
+		e.t.Errorf("left of %s: %v", id, left)
+	}
+	if _, err := os.Stat(e.monitorSocket(id)); !os.IsNotExist(err) {
+		e.t.Errorf("monitor socket of %s left (%v)", id, err)
+	}
+}
+
+func TestPauseIsTheMonitorsChild(t *testing.T) {
+	e := newEnv(t)
+	id := e.run(e.config("a"))
+	_, info := e.status(id)
+	mon := e.monitorOf(id, info.Pid)
+	e.stop(id)
+	// Containers, then pause, then the monitor: it is gone after the stop.
+	waitGone(t, mon, "monitor of a stopped pod")
+	if _, err := os.Stat(e.monitorSocket(id)); !os.IsNotExist(err) {
+		t.Errorf("monitor socket after stop: %v", err)
+	}
+	e.remove(id)
+	e.checkRemoved(id, info)
+}
+
+func TestKilledPauseMakesPodNotReady(t *testing.T) {
+	e := newEnv(t)
+	id := e.run(e.config("a"))
+	_, info := e.status(id)
+	mon := e.monitorOf(id, info.Pid)
+	syscall.Kill(info.Pid, syscall.SIGKILL)
+	e.waitNotReady(id)
+	// The monitor recorded pause's exit like a container's.
+	exit := filepath.Join(e.d.State, "monitors", id, "exit.json")
+	if data, err := os.ReadFile(exit); err != nil || !strings.Contains(string(data), `"signal":9`) {
+		t.Errorf("pause's exit record %s: %q, %v", exit, data, err)
+	}
+	e.stop(id)
+	waitGone(t, mon, "monitor")
+	e.remove(id)
+	e.checkRemoved(id, info)
+}
+
+func TestKilledMonitorMakesPodNotReady(t *testing.T) {
+	e := newEnv(t)
+	id := e.run(e.config("a"))
+	_, info := e.status(id)
+	mon := e.monitorOf(id, info.Pid)
+	syscall.Kill(mon, syscall.SIGKILL)
+	// Nobody would record pause's exit any more: berth ends it.
+	e.waitNotReady(id)
+	waitGone(t, info.Pid, "pause of a pod whose monitor died")
+	e.stop(id)
+	e.remove(id)
+	e.checkRemoved(id, info)
+}
+
+// TestMonitorKilledWhileBerthDown: the monitor dies while berth is down;
+// the restarted berth ends the orphaned pause and reports the pod not
+// ready, and the pod is stopped and removed cleanly.
+func TestMonitorKilledWhileBerthDown(t *testing.T) {
+	e := newEnv(t)
+	id := e.run(e.config("a"))
+	_, info := e.status(id)
+	mon := e.monitorOf(id, info.Pid)
+	e.d.Kill()
+	syscall.Kill(mon, syscall.SIGKILL)
+	waitGone(t, mon, "monitor")
+	e.d.Restart()
+	if st, _ := e.status(id); st.State != runtimeapi.PodSandboxState_SANDBOX_NOTREADY {
+		t.Errorf("pod whose monitor died while berth was down: %v", st.State)
+	}
+	waitGone(t, info.Pid, "orphaned pause")
+	e.stop(id)
+	e.remove(id)
+	e.checkRemoved(id, info)
+}
