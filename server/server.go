@@ -37,6 +37,9 @@ type Options struct {
 	Sandboxes Sandboxes
 	// Containers serves the container RPCs; nil answers Unimplemented.
 	Containers Containers
+	// Streams hands out the URLs of Exec, Attach and PortForward; nil
+	// answers Unimplemented.
+	Streams Streams
 
 	// DebugPanicMethod, if set, makes every call of the named RPC (e.g.
 	// "ListImages") panic, so that tests can check that a panicking handler
@@ -57,6 +60,7 @@ type Server struct {
 	images       Images
 	sandboxes    Sandboxes
 	containers   Containers
+	streams      Streams
 	log          *slog.Logger
 	metrics      *Metrics
 	panicMethod  string
@@ -87,6 +91,7 @@ func New(opts Options) (*Server, error) {
 		images:       opts.Images,
 		sandboxes:    opts.Sandboxes,
 		containers:   opts.Containers,
+		streams:      opts.Streams,
 		log:          opts.Logger,
 		metrics:      opts.Metrics,
 		panicMethod:  opts.DebugPanicMethod,

@@ -19,6 +19,7 @@ import (
 	"github.com/berth-runtime/berth/internal/config"
 	"github.com/berth-runtime/berth/internal/version"
 	"github.com/berth-runtime/berth/server"
+	"github.com/berth-runtime/berth/streaming"
 )
 
 // gracePeriod bounds GracefulStop: long-lived streams (the kubelet's
@@ -140,12 +141,20 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 	defer pods.Close()
 	late.set(pods)
+	streams, err := streaming.New(streaming.Options{
+		Address: cfg.StreamAddress, Containers: containers, Pods: pods, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	defer streams.Close()
 	srv, err := server.New(server.Options{
 		Config:           cfg,
 		Images:           images,
 		Network:          cni,
 		Sandboxes:        pods,
 		Containers:       containers,
+		Streams:          streams,
 		Logger:           log,
 		Metrics:          metrics,
 		DebugPanicMethod: os.Getenv(debugPanicEnv),
@@ -162,14 +171,23 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 
 	g := srv.GRPCServer()
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- g.Serve(sock.listener) }()
+	serveErr := make(chan error, 2)
+	go func() {
+		if err := g.Serve(sock.listener); err != nil {
+			serveErr <- fmt.Errorf("serve CRI on %s: %w", cfg.Address, err)
+		}
+	}()
+	go func() {
+		if err := streams.Serve(); err != nil {
+			serveErr <- err
+		}
+	}()
 	log.Info("berth serving CRI", "address", cfg.Address, "version", version.Version,
-		"root", cfg.Root, "state", cfg.State, "cgroup_driver", cfg.CgroupDriver, "metrics_address", cfg.MetricsAddress)
+		"root", cfg.Root, "state", cfg.State, "cgroup_driver", cfg.CgroupDriver, "metrics_address", cfg.MetricsAddress, "stream_address", streams.Addr())
 
 	select {
 	case err := <-serveErr:
-		return fmt.Errorf("serve CRI on %s: %w", cfg.Address, err)
+		return err
 	case <-ctx.Done():
 	}
 	log.Info("berth shutting down")

@@ -33,6 +33,7 @@ type Config struct {
 	LogLevel       string `toml:"log_level" flag:"log-level" check:"oneof=debug|info|warn|error" doc:"Log level: debug, info, warn or error. debug logs every CRI call."`
 	LogFormat      string `toml:"log_format" flag:"log-format" check:"oneof=text|json" doc:"Log format on stderr: text or json."`
 	MetricsAddress string `toml:"metrics_address" flag:"metrics-address" check:"hostport" doc:"host:port to serve Prometheus metrics on at /metrics; empty disables them."`
+	StreamAddress  string `toml:"stream_address" flag:"stream-address" check:"required hostport" doc:"host:port of the streaming server (exec, attach, port-forward URLs); port 0 picks a free port. The URLs name this host, so it must be an address the kubelet reaches, not 0.0.0.0."`
 	SocketGroup    string `toml:"socket_group" flag:"socket-group" doc:"Group name or numeric gid that owns the socket (mode 0660); empty keeps root."`
 	PauseImage     string `toml:"pause_image" flag:"pause-image" doc:"Image run as every pod's infra (pause) container instead of the pause built into berth, e.g. registry.k8s.io/pause:3.10; pulled (through the registry mirrors) when a pod needs it and it is missing."`
 	CNI            CNI    `toml:"cni" doc:"Pod networking with CNI plugins."`
@@ -74,6 +75,7 @@ func Default() *Config {
 		LogLevel:       "info",
 		LogFormat:      "text",
 		MetricsAddress: "",
+		StreamAddress:  "127.0.0.1:0",
 		SocketGroup:    "",
 		CNI: CNI{
 			ConfDir: "/etc/cni/net.d",

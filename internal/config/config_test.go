@@ -122,6 +122,8 @@ bin_dirs = ["/x", "/y"]
 		{name: "relative bin dir", toml: "[cni]\nbin_dirs = [\"/ok\", \"bin\"]", wantErr: `invalid cni.bin_dirs "bin": want an absolute path`},
 		{name: "bad metrics address", toml: `metrics_address = "localhost"`, wantErr: `invalid metrics_address "localhost": want host:port`},
 		{name: "bad metrics port", toml: `metrics_address = "localhost:http"`, wantErr: `invalid metrics_address "localhost:http": want host:port with a numeric port`},
+		{name: "bad stream address", toml: `stream_address = "127.0.0.1"`, wantErr: `invalid stream_address "127.0.0.1": want host:port`},
+		{name: "empty stream address", toml: `stream_address = ""`, wantErr: `invalid stream_address "": want a non-empty value`},
 		{name: "syntax error", toml: "address = ", wantErr: "line 1: "},
 	}
 	for _, tt := range tests {
