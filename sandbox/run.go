@@ -88,22 +88,32 @@ func (m *Manager) run(ctx context.Context, cfg *runtimeapi.PodSandboxConfig, han
 	if err := m.records.Put(id, &p.rec); err != nil {
 		return "", fmt.Errorf("pod %s: %w", id, err)
 	}
-	if err := m.create(ctx, p, cg, hostNet, hostPID, hostIPC); err != nil {
+	var steps stepTimes
+	if err := m.create(ctx, p, cg, hostNet, hostPID, hostIPC, &steps); err != nil {
 		if uerr := m.undo(context.WithoutCancel(ctx), p, cg); uerr != nil {
 			m.log.Error("undo failed RunPodSandbox", "pod", id, "error", uerr)
 		}
 		return "", err
 	}
 	m.add(p)
+	m.publishStarted(id)
 	m.log.Info("pod sandbox ready", "pod", id, "name", nameKey(cfg.GetMetadata()),
-		"ips", p.rec.IPs, "pid", p.rec.PausePid, "duration", time.Since(start))
+		"ips", p.rec.IPs, "pid", p.rec.PausePid, "duration", time.Since(start),
+		"files", steps.files, "netns", steps.netns, "cni_add", steps.cni, "pause", steps.pause)
 	return id, nil
+}
+
+// stepTimes are the parts of a RunPodSandbox worth knowing when it is
+// slow (logged with it): CNI ADD and pause run at the same time.
+type stepTimes struct {
+	files, netns, cni, pause time.Duration
 }
 
 // create makes the pod's files, netns, network attachment and pause; CNI
 // ADD runs while pause starts. On error the pod is left for undo.
-func (m *Manager) create(ctx context.Context, p *pod, cg *podCgroup, hostNet, hostPID, hostIPC bool) error {
+func (m *Manager) create(ctx context.Context, p *pod, cg *podCgroup, hostNet, hostPID, hostIPC bool, steps *stepTimes) error {
 	id, cfg := p.rec.ID, p.cfg
+	t := time.Now()
 	files := podFiles{dir: p.rec.Dir}
 	if err := files.write(m.opts.hosts, p.rec.Hostname, hostNet, cfg.GetDnsConfig(), nil); err != nil {
 		return fmt.Errorf("pod %s: %w", id, err)
@@ -118,14 +128,19 @@ func (m *Manager) create(ctx context.Context, p *pod, cg *podCgroup, hostNet, ho
 		netRes *network.Result
 		netErr error
 	)
+	steps.files = time.Since(t)
 	if !hostNet {
+		t = time.Now()
 		if _, err := m.netns.Create(ctx, id); err != nil {
 			return err
 		}
+		steps.netns = time.Since(t)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			t := time.Now()
 			netRes, netErr = m.net.Setup(ctx, networkPod(&p.rec, cfg))
+			steps.cni = time.Since(t)
 		}()
 	}
 	cgDirs, err := cg.Create()
@@ -148,7 +163,9 @@ func (m *Manager) create(ctx context.Context, p *pod, cg *podCgroup, hostNet, ho
 	if !hostNet {
 		spec.Hostname = p.rec.Hostname
 	}
+	t = time.Now()
 	proc, pauseErr := m.pause.Start(ctx, spec)
+	steps.pause = time.Since(t)
 	wg.Wait()
 	if proc != nil {
 		p.pause = proc
