@@ -171,6 +171,7 @@ func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runt
 	s.mu.Lock()
 	s.ctrs[id] = c
 	s.mu.Unlock()
+	s.publish(runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT, &rec)
 	go s.watch(c, mon)
 	return c, nil
 }

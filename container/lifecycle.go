@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"time"
 
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
 	"github.com/berth-runtime/berth/container/monitor"
 )
 
@@ -73,6 +75,7 @@ func (s *Service) setExit(c *ctr, e *monitor.Exit, reason string) {
 		if err := s.records.Put(rec.ID, &rec); err != nil {
 			s.log.Error("record container exit", "container", rec.ID, "error", err)
 		}
+		s.publish(runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, &rec)
 	}
 }
 
@@ -106,6 +109,7 @@ func (s *Service) start(ctx context.Context, c *ctr) error {
 	if err := s.records.Put(rec.ID, &rec); err != nil {
 		return fmt.Errorf("container %s: %w", rec.ID, err)
 	}
+	s.publish(runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT, &rec)
 	return nil
 }
 
@@ -201,6 +205,7 @@ func (s *Service) Remove(ctx context.Context, id string) error {
 		}
 	}
 	s.mu.Unlock()
+	s.publish(runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, &rec)
 	return nil
 }
 

@@ -64,6 +64,9 @@ type ctr struct {
 	spec      []byte // the OCI spec, for verbose status
 	exited    chan struct{}
 	removed   bool
+
+	cgroupOnce sync.Once
+	cgroup     string // from the spec, on first use (stats.go)
 }
 
 func (c *ctr) snapshot() Record {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/berth-runtime/berth/container/monitor"
 	"github.com/berth-runtime/berth/container/spec"
+	"github.com/berth-runtime/berth/internal/events"
 	"github.com/berth-runtime/berth/internal/store"
 )
 
@@ -78,6 +79,8 @@ type Options struct {
 	MonitorBinary string
 	Host          spec.Host // default spec.SystemHost
 	Logger        *slog.Logger
+	// Events gets the containers' lifecycle events; nil drops them.
+	Events *events.Bus
 }
 
 // Service runs containers.

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berth-runtime/berth/internal/events"
 	"github.com/berth-runtime/berth/internal/store"
 	"github.com/berth-runtime/berth/network"
 )
@@ -51,7 +52,9 @@ type Options struct {
 	RunTimeout time.Duration
 	Containers Containers
 	Logger     *slog.Logger
-	hosts      hostSource // tests only
+	// Events gets the pods' lifecycle events; nil drops them.
+	Events *events.Bus
+	hosts  hostSource // tests only
 }
 
 // Manager runs pod sandboxes. It answers every query from memory.

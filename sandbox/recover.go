@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
 	"github.com/berth-runtime/berth/network"
 )
 
@@ -32,6 +34,7 @@ func (m *Manager) watch(p *pod, proc *Process) {
 	if err := m.records.Put(rec.ID, &rec); err != nil {
 		m.log.Error("persist pod state", "pod", rec.ID, "error", err)
 	}
+	m.publish(runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, rec.ID)
 }
 
 // recover rebuilds the index from the records and reconciles it with the

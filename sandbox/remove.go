@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // Remove stops the pod if needed, removes its containers and everything
@@ -40,10 +42,12 @@ func (m *Manager) Remove(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("pod %s: %w", rec.ID, err)
 	}
+	last, _, _ := m.Status(ctx, rec.ID, false)
 	if err := m.purge(ctx, p, cg); err != nil {
 		return err
 	}
 	m.log.Info("pod sandbox removed", "pod", rec.ID)
+	m.publishStatus(runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, rec.ID, last)
 	return nil
 }
 

@@ -96,6 +96,7 @@ func (m *Manager) run(ctx context.Context, cfg *runtimeapi.PodSandboxConfig, han
 		return "", err
 	}
 	m.add(p)
+	m.publishStarted(id)
 	m.log.Info("pod sandbox ready", "pod", id, "name", nameKey(cfg.GetMetadata()),
 		"ips", p.rec.IPs, "pid", p.rec.PausePid, "duration", time.Since(start),
 		"files", steps.files, "netns", steps.netns, "cni_add", steps.cni, "pause", steps.pause)

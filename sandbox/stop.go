@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // Stop stops a pod's containers and pause, detaches it from the network
@@ -27,7 +29,14 @@ func (m *Manager) Stop(ctx context.Context, id string) error {
 			return fmt.Errorf("pod %s: stop containers: %w", p.rec.ID, err)
 		}
 	}
-	return m.release(ctx, p)
+	rec, _ := p.snapshot()
+	if err := m.release(ctx, p); err != nil {
+		return err
+	}
+	if rec.State == StateReady {
+		m.publish(runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, rec.ID)
+	}
+	return nil
 }
 
 // release frees what a running pod holds, each step recorded as it

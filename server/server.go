@@ -18,6 +18,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-runtime/berth/internal/config"
+	"github.com/berth-runtime/berth/internal/events"
 	"github.com/berth-runtime/berth/network"
 )
 
@@ -40,6 +41,10 @@ type Options struct {
 	// Streams hands out the URLs of Exec, Attach and PortForward; nil
 	// answers Unimplemented.
 	Streams Streams
+	// Stats serves the stats and metrics RPCs; nil answers Unimplemented.
+	Stats Stats
+	// Events feeds GetContainerEvents; nil answers Unimplemented.
+	Events *events.Bus
 
 	// DebugPanicMethod, if set, makes every call of the named RPC (e.g.
 	// "ListImages") panic, so that tests can check that a panicking handler
@@ -61,6 +66,8 @@ type Server struct {
 	sandboxes    Sandboxes
 	containers   Containers
 	streams      Streams
+	stats        Stats
+	events       *events.Bus
 	log          *slog.Logger
 	metrics      *Metrics
 	panicMethod  string
@@ -92,6 +99,8 @@ func New(opts Options) (*Server, error) {
 		sandboxes:    opts.Sandboxes,
 		containers:   opts.Containers,
 		streams:      opts.Streams,
+		stats:        opts.Stats,
+		events:       opts.Events,
 		log:          opts.Logger,
 		metrics:      opts.Metrics,
 		panicMethod:  opts.DebugPanicMethod,

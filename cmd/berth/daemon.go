@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -17,8 +18,10 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/berth-runtime/berth/internal/config"
+	"github.com/berth-runtime/berth/internal/events"
 	"github.com/berth-runtime/berth/internal/version"
 	"github.com/berth-runtime/berth/server"
+	"github.com/berth-runtime/berth/stats"
 	"github.com/berth-runtime/berth/streaming"
 )
 
@@ -129,13 +132,15 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 	// Containers first: the pods' recovery reattaches to pause through
 	// the pods' monitors, which the container service owns.
+	// Lifecycle events go from the services to GetContainerEvents.
+	bus := events.NewBus()
 	late := &latePods{}
-	containers, err := newContainers(ctx, cfg, late, images, log)
+	containers, err := newContainers(ctx, cfg, late, images, bus, log)
 	if err != nil {
 		return err
 	}
 	defer containers.Close()
-	cni, pods, err := newPods(ctx, cfg, log, containers)
+	cni, pods, err := newPods(ctx, cfg, log, containers, bus)
 	if err != nil {
 		return err
 	}
@@ -148,6 +153,12 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return err
 	}
 	defer streams.Close()
+	collector, err := stats.New(stats.Options{
+		Containers: containers, Pods: pods, LayerRoot: filepath.Join(cfg.Root, "containers"), Logger: log,
+	})
+	if err != nil {
+		return err
+	}
 	srv, err := server.New(server.Options{
 		Config:           cfg,
 		Images:           images,
@@ -155,6 +166,8 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		Sandboxes:        pods,
 		Containers:       containers,
 		Streams:          streams,
+		Stats:            collector,
+		Events:           bus,
 		Logger:           log,
 		Metrics:          metrics,
 		DebugPanicMethod: os.Getenv(debugPanicEnv),

@@ -7,6 +7,7 @@ import (
 
 	"github.com/berth-runtime/berth/container"
 	"github.com/berth-runtime/berth/internal/config"
+	"github.com/berth-runtime/berth/internal/events"
 	"github.com/berth-runtime/berth/network"
 	"github.com/berth-runtime/berth/sandbox"
 )
@@ -14,7 +15,7 @@ import (
 // newPods builds pod networking (libcni, watching the conf dir for
 // NetworkReady) and the sandbox service, which reloads and reconciles the
 // pods of the previous run before it returns.
-func newPods(ctx context.Context, cfg *config.Config, log *slog.Logger, containers *container.Service) (*network.CNI, *sandbox.Manager, error) {
+func newPods(ctx context.Context, cfg *config.Config, log *slog.Logger, containers *container.Service, bus *events.Bus) (*network.CNI, *sandbox.Manager, error) {
 	netCfg := network.Config{
 		ConfDir:  cfg.CNI.ConfDir,
 		BinDirs:  cfg.CNI.BinDirs,
@@ -40,6 +41,7 @@ func newPods(ctx context.Context, cfg *config.Config, log *slog.Logger, containe
 		Pause:        &monitorPause{containers: containers, image: cfg.PauseImage},
 		Containers:   containers,
 		Logger:       log,
+		Events:       bus,
 	})
 	if err != nil {
 		return nil, nil, err

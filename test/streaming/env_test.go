@@ -34,13 +34,15 @@ func newEnv(t *testing.T) *env {
 	e.cfg = filepath.Join(t.TempDir(), "crictl.yaml")
 	os.WriteFile(e.cfg, nil, 0o644)
 	n := cnitest.NewNet(t)
-	e.d = framework.StartDaemon(t, framework.WithArgs("--cni-conf-dir", n.ConfDir, "--cni-bin-dir", n.BinDir))
+	// Registered first, so it runs last: after the daemon's cleanup has
+	// removed the pods inside it.
 	t.Cleanup(func() {
 		dirs, _ := filepath.Glob("/sys/fs/cgroup/*" + e.parent)
 		for _, d := range dirs {
 			os.Remove(d)
 		}
 	})
+	e.d = framework.StartDaemon(t, framework.WithArgs("--cni-conf-dir", n.ConfDir, "--cni-bin-dir", n.BinDir))
 	if _, err := e.d.Image.PullImage(framework.Ctx(t), &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: e.image}}); err != nil {
 		t.Fatalf("pull %s: %v", e.image, err)
 	}

@@ -1,0 +1,49 @@
+package container
+
+import (
+	"encoding/json"
+	"path/filepath"
+
+	"github.com/berth-runtime/berth/stats"
+)
+
+// StatsContainers describes every container for the stats collector,
+// from memory.
+func (s *Service) StatsContainers() []stats.Container {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]stats.Container, 0, len(s.ctrs))
+	for _, c := range s.ctrs {
+		cg := c.cgroupPath()
+		c.mu.RLock()
+		r := &c.rec
+		if r.State != StateCreating && !r.Sandbox {
+			out = append(out, stats.Container{
+				ID: r.ID, PodID: r.PodID, Metadata: c.cfg.GetMetadata(),
+				Labels: c.cfg.GetLabels(), Annotations: c.cfg.GetAnnotations(),
+				Image:         c.cfg.GetImage().GetImage(),
+				Cgroup:        cg,
+				WritableLayer: filepath.Join(r.Upper, "upper"),
+				Running:       r.State == StateRunning && !c.isExited(),
+			})
+		}
+		c.mu.RUnlock()
+	}
+	return out
+}
+
+// cgroupPath is the container's cgroup, as its OCI spec placed it; the
+// spec is parsed once.
+func (c *ctr) cgroupPath() string {
+	c.cgroupOnce.Do(func() {
+		var sp struct {
+			Linux struct {
+				CgroupsPath string `json:"cgroupsPath"`
+			} `json:"linux"`
+		}
+		if json.Unmarshal(c.spec, &sp) == nil {
+			c.cgroup = sp.Linux.CgroupsPath
+		}
+	})
+	return c.cgroup
+}

@@ -1,0 +1,87 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"path/filepath"
+
+	"github.com/opencontainers/cgroups"
+	"github.com/opencontainers/cgroups/fs"
+	"github.com/opencontainers/cgroups/fs2"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// UpdateResources is UpdatePodSandboxResources: the pod's cgroup (the
+// parent the kubelet named, holding pause and the containers) gets the
+// sum of its containers' resources and the pod's overhead. The kubelet
+// has resized that cgroup already; writing the same values again is
+// harmless, and a cgroup changed behind its back is put right.
+func (m *Manager) UpdateResources(ctx context.Context, id string, overhead, res *runtimeapi.LinuxContainerResources) error {
+	p, err := m.lookup(id)
+	if err != nil {
+		return err
+	}
+	rec, cfg := p.snapshot()
+	if cfg.GetLinux().GetCgroupParent() == "" || rec.CgroupPath == "" {
+		// Berth's default parent is shared by every such pod.
+		return fmt.Errorf("%w: pod sandbox %s has no cgroup of its own (no linux.cgroup_parent) to apply resources to", ErrInvalid, rec.ID)
+	}
+	if rec.State != StateReady {
+		return fmt.Errorf("%w: pod sandbox %s is not ready", ErrInvalid, rec.ID)
+	}
+	r := podResources(overhead, res, cgroups.IsCgroup2UnifiedMode())
+	cg := &cgroups.Cgroup{Path: path.Dir(rec.CgroupPath), Resources: r}
+	var mgr cgroups.Manager
+	if cgroups.IsCgroup2UnifiedMode() {
+		mgr, err = fs2.NewManager(cg, filepath.Join("/sys/fs/cgroup", cg.Path))
+	} else {
+		mgr, err = fs.NewManager(cg, nil)
+	}
+	if err == nil {
+		err = mgr.Set(r)
+	}
+	if err != nil {
+		return fmt.Errorf("pod %s: update cgroup %s: %w", rec.ID, cg.Path, err)
+	}
+	m.log.Info("pod sandbox resources updated", "pod", rec.ID, "cgroup", cg.Path,
+		"cpu_shares", r.CpuShares, "cpu_quota", r.CpuQuota, "memory", r.Memory)
+	return nil
+}
+
+// podResources adds the pod's overhead to its containers' sum. Zero means
+// unset, and an unset limit (memory, quota) on either side is no limit.
+func podResources(overhead, res *runtimeapi.LinuxContainerResources, v2 bool) *cgroups.Resources {
+	r := &cgroups.Resources{
+		// Device rules belong to the containers: never rewrite the pod's.
+		SkipDevices: true,
+		CpuShares:   uint64(res.GetCpuShares() + overhead.GetCpuShares()),
+		CpusetCpus:  res.GetCpusetCpus(),
+		CpusetMems:  res.GetCpusetMems(),
+		Unified:     res.GetUnified(),
+	}
+	if res.GetCpuQuota() > 0 && (overhead == nil || overhead.GetCpuQuota() >= 0) {
+		r.CpuPeriod = uint64(res.GetCpuPeriod())
+		r.CpuQuota = res.GetCpuQuota() + max(overhead.GetCpuQuota(), 0)
+	}
+	if res.GetMemoryLimitInBytes() > 0 {
+		r.Memory = res.GetMemoryLimitInBytes() + max(overhead.GetMemoryLimitInBytes(), 0)
+	}
+	sizes := map[string]uint64{}
+	var order []string
+	for _, list := range [][]*runtimeapi.HugepageLimit{res.GetHugepageLimits(), overhead.GetHugepageLimits()} {
+		for _, h := range list {
+			if _, ok := sizes[h.GetPageSize()]; !ok {
+				order = append(order, h.GetPageSize())
+			}
+			sizes[h.GetPageSize()] += h.GetLimit()
+		}
+	}
+	for _, size := range order {
+		r.HugetlbLimit = append(r.HugetlbLimit, &cgroups.HugepageLimit{Pagesize: size, Limit: sizes[size]})
+	}
+	if v2 && r.CpuShares != 0 {
+		r.CpuWeight = cgroups.ConvertCPUSharesToCgroupV2Value(r.CpuShares)
+	}
+	return r
+}

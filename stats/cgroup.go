@@ -1,0 +1,360 @@
+// Package stats measures pods and containers for the CRI stats and
+// metrics RPCs: CPU, memory and process counts from the cgroups (v1 or
+// v2, whichever driver placed them), writable-layer usage from the
+// filesystem (cached, walked in the background), network counters from
+// inside each pod's network namespace. It answers from what berth's
+// services know and a handful of small file reads per object.
+package stats
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Cgroups reads cgroup statistics. Paths are cgroup paths as runtimes
+// name them (/kubepods/pod1/ctr, /kubepods.slice/.../x.scope), relative
+// to the root of each hierarchy.
+type Cgroups struct {
+	// v1 maps a controller to its hierarchy; empty on a v2-only host. A
+	// hybrid host's unified hierarchy holds no controllers: v1 is used.
+	v1 map[string]mount
+	v2 *mount
+}
+
+type mount struct {
+	point string // where it is mounted
+	root  string // the cgroup mounted there (not / inside a cgroup namespace)
+}
+
+// NewCgroups finds the hierarchies this process sees.
+func NewCgroups() (*Cgroups, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	defer f.Close()
+	return parseMountinfo(f)
+}
+
+func parseMountinfo(r io.Reader) (*Cgroups, error) {
+	c := &Cgroups{v1: map[string]mount{}}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		// ID PARENT MAJ:MIN ROOT POINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTS
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		if !ok {
+			continue
+		}
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if len(f) < 5 || len(g) < 3 {
+			continue
+		}
+		m := mount{point: unescape(f[4]), root: unescape(f[3])}
+		switch g[0] {
+		case "cgroup2":
+			if c.v2 == nil {
+				c.v2 = &m
+			}
+		case "cgroup":
+			for _, opt := range strings.Split(g[2], ",") {
+				switch opt {
+				case "cpuacct", "memory", "pids", "cpu":
+					if _, dup := c.v1[opt]; !dup {
+						c.v1[opt] = m
+					}
+				}
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("stats: read mountinfo: %w", err)
+	}
+	if len(c.v1) == 0 && c.v2 == nil {
+		return nil, errors.New("stats: no cgroup hierarchy is mounted")
+	}
+	if len(c.v1) > 0 {
+		c.v2 = nil
+	}
+	return c, nil
+}
+
+// unescape undoes mountinfo's octal escapes (\040 for a space).
+func unescape(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// V2 reports whether the host is cgroup v2 only.
+func (c *Cgroups) V2() bool { return c.v2 != nil }
+
+func (m mount) dir(cg string) (string, bool) {
+	cg = path.Clean("/" + cg)
+	if m.root != "/" {
+		rel, ok := strings.CutPrefix(cg, m.root)
+		if !ok || (rel != "" && rel[0] != '/') {
+			return "", false
+		}
+		cg = rel
+	}
+	return filepath.Join(m.point, cg), true
+}
+
+// Sample is one reading of a cgroup. Has* say which parts could be read:
+// a cgroup that is gone, or a controller the host lacks, reads nothing.
+type Sample struct {
+	At time.Time
+
+	HasCPU bool
+	CPU    uint64 // cumulative usage, ns
+
+	HasMemory       bool
+	MemUsage        uint64 // all memory charged, page cache included
+	MemWorkingSet   uint64 // usage less inactive file pages: what eviction looks at
+	MemRSS          uint64 // anonymous memory and swap cache
+	MemCache        uint64 // page cache
+	MemLimit        uint64 // 0: none
+	PageFaults      uint64
+	MajorPageFaults uint64
+	HasSwap         bool
+	SwapUsage       uint64
+	SwapLimit       uint64 // 0: none
+
+	HasPids bool
+	Pids    uint64
+
+	// PSI is pressure, v2 only: resource ("cpu", "memory", "io") → values.
+	PSI map[string]*Pressure
+}
+
+// Pressure is one resource's pressure stall information.
+type Pressure struct {
+	Some, Full PressureLine
+	HasFull    bool
+}
+
+// PressureLine is one line of a *.pressure file.
+type PressureLine struct {
+	Avg10, Avg60, Avg300 float64
+	Total                uint64 // µs
+}
+
+// noLimit: v1 reports "no limit" as the largest page-aligned value; any
+// limit this large is none.
+const noLimit = 1 << 62
+
+// Read samples the cgroup at cg.
+func (c *Cgroups) Read(cg string) *Sample {
+	s := &Sample{At: time.Now()}
+	if c.v2 != nil {
+		c.readV2(cg, s)
+	} else {
+		c.readV1(cg, s)
+	}
+	return s
+}
+
+func (c *Cgroups) readV1(cg string, s *Sample) {
+	if m, ok := c.v1["cpuacct"]; ok {
+		if d, ok := m.dir(cg); ok {
+			s.CPU, s.HasCPU = readUint(filepath.Join(d, "cpuacct.usage"))
+		}
+	}
+	if m, ok := c.v1["memory"]; ok {
+		if d, ok := m.dir(cg); ok {
+			c.readMemoryV1(d, s)
+		}
+	}
+	if m, ok := c.v1["pids"]; ok {
+		if d, ok := m.dir(cg); ok {
+			s.Pids, s.HasPids = readUint(filepath.Join(d, "pids.current"))
+		}
+	}
+}
+
+func (c *Cgroups) readMemoryV1(d string, s *Sample) {
+	usage, ok := readUint(filepath.Join(d, "memory.usage_in_bytes"))
+	if !ok {
+		return
+	}
+	st, err := readKeyed(filepath.Join(d, "memory.stat"))
+	if err != nil {
+		return
+	}
+	s.HasMemory, s.MemUsage = true, usage
+	// The total_ entries count the cgroup's descendants too.
+	s.MemWorkingSet = sub(usage, st["total_inactive_file"])
+	s.MemRSS = st["total_rss"]
+	s.MemCache = st["total_cache"]
+	s.PageFaults, s.MajorPageFaults = st["total_pgfault"], st["total_pgmajfault"]
+	if l, ok := readUint(filepath.Join(d, "memory.limit_in_bytes")); ok && l < noLimit {
+		s.MemLimit = l
+	}
+	if memsw, ok := readUint(filepath.Join(d, "memory.memsw.usage_in_bytes")); ok {
+		s.HasSwap, s.SwapUsage = true, sub(memsw, usage)
+		if l, ok := readUint(filepath.Join(d, "memory.memsw.limit_in_bytes")); ok && l < noLimit {
+			s.SwapLimit = sub(l, s.MemLimit)
+		}
+	}
+}
+
+func (c *Cgroups) readV2(cg string, s *Sample) {
+	d, ok := c.v2.dir(cg)
+	if !ok {
+		return
+	}
+	if st, err := readKeyed(filepath.Join(d, "cpu.stat")); err == nil {
+		if us, ok := st["usage_usec"]; ok {
+			s.CPU, s.HasCPU = us*1000, true
+		}
+	}
+	if usage, ok := readUint(filepath.Join(d, "memory.current")); ok {
+		if st, err := readKeyed(filepath.Join(d, "memory.stat")); err == nil {
+			s.HasMemory, s.MemUsage = true, usage
+			s.MemWorkingSet = sub(usage, st["inactive_file"])
+			s.MemRSS = st["anon"]
+			s.MemCache = st["file"]
+			s.PageFaults, s.MajorPageFaults = st["pgfault"], st["pgmajfault"]
+			s.MemLimit, _ = readUint(filepath.Join(d, "memory.max")) // "max" reads as none
+		}
+	}
+	if sw, ok := readUint(filepath.Join(d, "memory.swap.current")); ok {
+		s.HasSwap, s.SwapUsage = true, sw
+		s.SwapLimit, _ = readUint(filepath.Join(d, "memory.swap.max"))
+	}
+	s.Pids, s.HasPids = readUint(filepath.Join(d, "pids.current"))
+	for _, res := range []string{"cpu", "memory", "io"} {
+		if p, ok := readPressure(filepath.Join(d, res+".pressure")); ok {
+			if s.PSI == nil {
+				s.PSI = map[string]*Pressure{}
+			}
+			s.PSI[res] = p
+		}
+	}
+}
+
+func sub(a, b uint64) uint64 {
+	if b > a {
+		return 0
+	}
+	return a - b
+}
+
+// readUint reads a file holding one number; "max" and a missing file
+// read as not there.
+func readUint(p string) (uint64, bool) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(bytes.TrimSpace(b)), 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return v, true
+}
+
+// readKeyed reads "key value" lines (memory.stat, cpu.stat).
+func readKeyed(p string) (map[string]uint64, error) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]uint64, 64)
+	for len(b) > 0 {
+		var line []byte
+		line, b, _ = bytes.Cut(b, []byte{'\n'})
+		k, v, ok := bytes.Cut(line, []byte{' '})
+		if !ok {
+			continue
+		}
+		if n, err := strconv.ParseUint(string(v), 10, 64); err == nil {
+			out[string(k)] = n
+		}
+	}
+	return out, nil
+}
+
+// readPressure reads a PSI file:
+//
+//	some avg10=0.00 avg60=0.00 avg300=0.00 total=0
+//	full avg10=0.00 avg60=0.00 avg300=0.00 total=0
+func readPressure(p string) (*Pressure, bool) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, false
+	}
+	ps := &Pressure{}
+	found := false
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 5 {
+			continue
+		}
+		var pl PressureLine
+		for _, kv := range f[1:] {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "avg10":
+				pl.Avg10, _ = strconv.ParseFloat(v, 64)
+			case "avg60":
+				pl.Avg60, _ = strconv.ParseFloat(v, 64)
+			case "avg300":
+				pl.Avg300, _ = strconv.ParseFloat(v, 64)
+			case "total":
+				pl.Total, _ = strconv.ParseUint(v, 10, 64)
+			}
+		}
+		switch f[0] {
+		case "some":
+			ps.Some, found = pl, true
+		case "full":
+			ps.Full, ps.HasFull = pl, true
+		}
+	}
+	return ps, found
+}
+
+// Add sums b into s, for a pod measured as the sum of its cgroups.
+func (s *Sample) Add(b *Sample) {
+	if b.HasCPU {
+		s.HasCPU, s.CPU = true, s.CPU+b.CPU
+	}
+	if b.HasMemory {
+		s.HasMemory = true
+		s.MemUsage += b.MemUsage
+		s.MemWorkingSet += b.MemWorkingSet
+		s.MemRSS += b.MemRSS
+		s.MemCache += b.MemCache
+		s.PageFaults += b.PageFaults
+		s.MajorPageFaults += b.MajorPageFaults
+	}
+	if b.HasSwap {
+		s.HasSwap, s.SwapUsage = true, s.SwapUsage+b.SwapUsage
+	}
+	if b.HasPids {
+		s.HasPids, s.Pids = true, s.Pids+b.Pids
+	}
+}
