@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -133,7 +136,7 @@ func (c *Collector) ContainerStats(ctx context.Context, id string) (*runtimeapi.
 // the filter.
 func (c *Collector) ListContainerStats(ctx context.Context, f *runtimeapi.ContainerStatsFilter) []*runtimeapi.ContainerStats {
 	now := time.Now()
-	var out []*runtimeapi.ContainerStats
+	var want []Container
 	for _, ctr := range c.opts.Containers.StatsContainers() {
 		if !ctr.Running ||
 			(f.GetId() != "" && !strings.HasPrefix(ctr.ID, f.GetId())) ||
@@ -141,9 +144,10 @@ func (c *Collector) ListContainerStats(ctx context.Context, f *runtimeapi.Contai
 			!matchLabels(ctr.Labels, f.GetLabelSelector()) {
 			continue
 		}
-		st, _ := c.containerStats(&ctr, now)
-		out = append(out, st)
+		want = append(want, ctr)
 	}
+	out := make([]*runtimeapi.ContainerStats, len(want))
+	parallel(len(want), func(i int) { out[i], _ = c.containerStats(&want[i], now) })
 	c.prune(now)
 	return out
 }
@@ -175,16 +179,42 @@ func (c *Collector) PodSandboxStats(ctx context.Context, id string) (*runtimeapi
 func (c *Collector) ListPodSandboxStats(ctx context.Context, f *runtimeapi.PodSandboxStatsFilter) []*runtimeapi.PodSandboxStats {
 	now := time.Now()
 	ctrs := byPod(c.opts.Containers.StatsContainers())
-	var out []*runtimeapi.PodSandboxStats
+	var want []Pod
 	for _, p := range c.opts.Pods.StatsPods() {
 		if !p.Ready || (f.GetId() != "" && !strings.HasPrefix(p.ID, f.GetId())) || !matchLabels(p.Labels, f.GetLabelSelector()) {
 			continue
 		}
-		out = append(out, c.podStats(&p, ctrs[p.ID], now))
+		want = append(want, p)
 	}
+	out := make([]*runtimeapi.PodSandboxStats, len(want))
+	parallel(len(want), func(i int) { out[i] = c.podStats(&want[i], ctrs[want[i].ID], now) })
 	sort.Slice(out, func(i, j int) bool { return out[i].Attributes.Id < out[j].Attributes.Id })
 	c.prune(now)
 	return out
+}
+
+// parallel runs fn(0..n-1) on as many goroutines as there are CPUs: a
+// sample is mostly system calls, which the CPUs can do side by side.
+func parallel(n int, fn func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	if workers <= 1 {
+		for i := range n {
+			fn(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				fn(i)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 func byPod(ctrs []Container) map[string][]Container {

@@ -73,11 +73,15 @@ func (c *Collector) PodSandboxMetrics(ctx context.Context) []*runtimeapi.PodSand
 	metric := func(name string, v uint64, ts int64, labels ...string) *runtimeapi.Metric {
 		return &runtimeapi.Metric{Name: name, Timestamp: ts, MetricType: kinds[name], LabelValues: labels, Value: &runtimeapi.UInt64Value{Value: v}}
 	}
-	var out []*runtimeapi.PodSandboxMetrics
+	var ready []Pod
 	for _, p := range c.opts.Pods.StatsPods() {
-		if !p.Ready {
-			continue
+		if p.Ready {
+			ready = append(ready, p)
 		}
+	}
+	out := make([]*runtimeapi.PodSandboxMetrics, len(ready))
+	parallel(len(ready), func(i int) {
+		p := ready[i]
 		ns, pod := p.Metadata.GetNamespace(), p.Metadata.GetName()
 		pm := &runtimeapi.PodSandboxMetrics{PodSandboxId: p.ID}
 		if p.NetNS != "" {
@@ -137,8 +141,8 @@ func (c *Collector) PodSandboxMetrics(ctx context.Context) []*runtimeapi.PodSand
 			pm.ContainerMetrics = append(pm.ContainerMetrics, cm)
 		}
 		sort.Slice(pm.ContainerMetrics, func(i, j int) bool { return pm.ContainerMetrics[i].ContainerId < pm.ContainerMetrics[j].ContainerId })
-		out = append(out, pm)
-	}
+		out[i] = pm
+	})
 	sort.Slice(out, func(i, j int) bool { return out[i].PodSandboxId < out[j].PodSandboxId })
 	c.prune(now)
 	return out

@@ -104,11 +104,9 @@ func TestReadV1(t *testing.T) {
 	c := fakeV1(t, root)
 	write(t, filepath.Join(root, "cpuacct/pod/c1"), map[string]string{"cpuacct.usage": "2500000000\n"})
 	write(t, filepath.Join(root, "memory/pod/c1"), map[string]string{
-		"memory.usage_in_bytes":       "10000\n",
-		"memory.limit_in_bytes":       "9223372036854771712\n",
-		"memory.memsw.usage_in_bytes": "10500\n",
-		"memory.memsw.limit_in_bytes": "9223372036854771712\n",
-		"memory.stat":                 "cache 1\nrss 2\ntotal_cache 4000\ntotal_rss 5000\ntotal_inactive_file 3000\ntotal_pgfault 77\ntotal_pgmajfault 7\n",
+		"memory.usage_in_bytes": "10000\n",
+		"memory.stat": "cache 1\nrss 2\nhierarchical_memory_limit 9223372036854771712\nhierarchical_memsw_limit 9223372036854771712\n" +
+			"total_cache 4000\ntotal_rss 5000\ntotal_inactive_file 3000\ntotal_pgfault 77\ntotal_pgmajfault 7\ntotal_swap 500\n",
 	})
 	write(t, filepath.Join(root, "pids/pod/c1"), map[string]string{"pids.current": "3\n"})
 	s := c.Read("/pod/c1")
@@ -117,9 +115,12 @@ func TestReadV1(t *testing.T) {
 		!s.HasSwap || s.SwapUsage != 500 || s.SwapLimit != 0 || !s.HasPids || s.Pids != 3 {
 		t.Fatalf("sample %+v", s)
 	}
-	write(t, filepath.Join(root, "memory/pod/c1"), map[string]string{"memory.limit_in_bytes": "20000\n", "memory.usage_in_bytes": "1000\n"})
-	if s := c.Read("/pod/c1"); s.MemLimit != 20000 || s.MemWorkingSet != 0 {
-		t.Fatalf("limit %d, working set %d (inactive file above usage must give 0)", s.MemLimit, s.MemWorkingSet)
+	write(t, filepath.Join(root, "memory/pod/c1"), map[string]string{
+		"memory.usage_in_bytes": "1000\n",
+		"memory.stat":           "hierarchical_memory_limit 20000\nhierarchical_memsw_limit 30000\ntotal_inactive_file 3000\n",
+	})
+	if s := c.Read("/pod/c1"); s.MemLimit != 20000 || s.MemWorkingSet != 0 || s.HasSwap {
+		t.Fatalf("limit %d, working set %d (inactive file above usage must give 0), swap %v without total_swap", s.MemLimit, s.MemWorkingSet, s.HasSwap)
 	}
 	if s := c.Read("/pod/gone"); s.HasCPU || s.HasMemory || s.HasPids {
 		t.Fatalf("a missing cgroup read %+v", s)
