@@ -191,6 +191,13 @@ func (c *ctr) copy(stream string, r *os.File) {
 }
 
 func (c *ctr) wait() {
+	// Parked in the netpoller until the process exits: a blocking wait
+	// would hold an OS thread per container for its whole life.
+	if fd, err := unix.PidfdOpen(c.pid, unix.PIDFD_NONBLOCK); err == nil {
+		f := os.NewFile(uintptr(fd), "pidfd")
+		waitPidfd(f)
+		f.Close()
+	}
 	state, err := c.proc.Wait()
 	exit := &monitor.Exit{FinishedAt: time.Now()}
 	if state != nil {
@@ -234,6 +241,7 @@ func (c *ctr) wait() {
 	close(c.exited)
 	c.endAttachments(exit)
 	c.srv.log.Info("container exited", "container", c.id, "code", exit.Code, "signal", exit.Signal, "oom", exit.OOMKilled)
+	settle()
 }
 
 func (c *ctr) isExited() bool {

@@ -189,6 +189,7 @@ func (p *pauseProc) wait(s *Server) {
 	s.mu.Unlock()
 	close(p.exited)
 	s.log.Info("pause exited", "pid", p.pid, "code", exit.Code, "signal", exit.Signal)
+	settle()
 }
 
 // waitPidfd returns once the process behind a non-blocking pidfd has

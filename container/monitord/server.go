@@ -89,6 +89,7 @@ func (s *Server) handle(conn net.Conn) {
 	}
 	data, _ := json.Marshal(resp)
 	conn.Write(append(data, '\n'))
+	settle() // memory.go
 	if req.Op == monitor.OpShutdown && resp.Error == "" {
 		s.once.Do(func() { close(s.done) })
 	}
