@@ -69,7 +69,7 @@ func nginxConfig() v1.Config {
 		Cmd:          []string{"nginx", "-g", "daemon off;"},
 		Env:          []string{defaultPath},
 		ExposedPorts: map[string]struct{}{"80/tcp": {}},
-		StopSignal:   "SIGQUIT",
+		StopSignal:   "SIGTERM", // as upstream nginx:1.14 (fast shutdown: no wait for keep-alive clients)
 	}
 }
 
@@ -115,7 +115,7 @@ func critestImages() []imageSpec {
 				Env:          []string{"PATH=/usr/local/apache2/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
 				WorkingDir:   "/usr/local/apache2",
 				ExposedPorts: map[string]struct{}{"80/tcp": {}},
-				StopSignal:   "SIGWINCH",
+				StopSignal:   "SIGWINCH", // as upstream httpd: graceful stop
 			},
 			layers: onBusybox(rootfsLayer{"httpd"}),
 		},
