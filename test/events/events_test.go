@@ -2,7 +2,9 @@ package events_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"syscall"
 	"testing"
 	"time"
 
@@ -178,5 +180,30 @@ func (e *env) start(id string) {
 	e.t.Helper()
 	if _, err := e.d.Runtime.StartContainer(framework.Ctx(e.t), &runtimeapi.StartContainerRequest{ContainerId: id}); err != nil {
 		e.t.Fatal(fmt.Errorf("StartContainer: %w", err))
+	}
+}
+
+// TestPodEventWhenPauseDies: pause killed behind berth's back makes the
+// pod not ready, and the event says so with no request in flight.
+func TestPodEventWhenPauseDies(t *testing.T) {
+	e := newEnv(t)
+	w := e.watch()
+	time.Sleep(100 * time.Millisecond)
+	pod, _ := e.runPod("doomed")
+	w.next(created, pod)
+	w.next(started, pod)
+	resp, err := e.d.Runtime.PodSandboxStatus(framework.Ctx(t), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: pod, Verbose: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct{ Pid int }
+	if err := json.Unmarshal([]byte(resp.Info["info"]), &info); err != nil || info.Pid <= 0 {
+		t.Fatalf("pause pid from %q: %v", resp.Info["info"], err)
+	}
+	if err := syscall.Kill(info.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if st := w.next(stopped, pod).PodSandboxStatus.State; st != runtimeapi.PodSandboxState_SANDBOX_NOTREADY {
+		t.Fatalf("pod state in the event: %s", st)
 	}
 }
