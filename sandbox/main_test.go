@@ -10,7 +10,7 @@ import (
 // The test binary doubles as pause, as the berth binary does.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == pause.Subcommand {
-		os.Exit(pause.Main())
+		os.Exit(pause.Main(os.Args[2:]))
 	}
 	os.Exit(m.Run())
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ns"
 	"golang.org/x/sys/unix"
+	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-runtime/berth/network"
@@ -280,6 +281,8 @@ func TestRunStopRemove(t *testing.T) {
 	if got := f.m.List(ctx, &runtimeapi.PodSandboxFilter{Id: idA[:10]}); len(got) != 1 || got[0].Id != idA {
 		t.Errorf("id prefix filter = %v", got)
 	}
+	checkListResponse(t, f.m, nil)
+	checkListResponse(t, f.m, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{"app": "b"}})
 
 	pid := info.PausePid
 	for range 2 {
@@ -296,6 +299,9 @@ func TestRunStopRemove(t *testing.T) {
 	if got := f.m.List(ctx, &runtimeapi.PodSandboxFilter{State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}}); len(got) != 1 || got[0].Id != idB {
 		t.Errorf("state filter = %v", got)
 	}
+	// The stopped pod's encoded item follows its new state.
+	checkListResponse(t, f.m, nil)
+	checkListResponse(t, f.m, &runtimeapi.PodSandboxFilter{State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY}})
 	if leases := f.net.Leases(t); len(leases) != 1 || leases[0] != stB.Network.Ip {
 		t.Errorf("leases after stopping a = %v, want only b's %s", leases, stB.Network.Ip)
 	}
@@ -572,8 +578,44 @@ func TestStandalonePauseBinary(t *testing.T) {
 	if got := readSysctlIn(t, info.PausePid, "uts", "kernel.hostname"); got != "small" {
 		t.Errorf("hostname = %q", got)
 	}
+	if got := readSysctlIn(t, info.PausePid, "net", "net.ipv4.ip_unprivileged_port_start"); got != "1000" {
+		t.Errorf("net.ipv4.ip_unprivileged_port_start = %q", got)
+	}
+	if got := readSysctlIn(t, info.PausePid, "ipc", "kernel.shmmni"); got != "1234" {
+		t.Errorf("kernel.shmmni = %q", got)
+	}
+	// Built with cgo, berth-pause is its C part alone: one thread, no Go
+	// runtime.
+	if status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", info.PausePid)); !strings.Contains(string(status), "\nThreads:\t1\n") {
+		t.Errorf("pause runs more than one thread (the Go runtime?):\n%s", status)
+	}
 	if err := f.m.Remove(context.Background(), id); err != nil {
 		t.Fatal(err)
 	}
 	f.assertGone(id, info.CgroupPath)
+
+	// An error inside pause reaches the caller.
+	cfg := f.config("bad-sysctl")
+	cfg.Linux.Sysctls = map[string]string{"net.ipv4.no_such_sysctl": "1"}
+	if _, err := f.m.Run(context.Background(), cfg, ""); err == nil || !strings.Contains(err.Error(), "net/ipv4/no_such_sysctl") {
+		t.Errorf("Run with an unknown sysctl = %v, want pause's error naming it", err)
+	}
+}
+
+// checkListResponse decodes ListResponse, with its pre-encoded items, as a
+// client does and compares it with List.
+func checkListResponse(t *testing.T, m *Manager, f *runtimeapi.PodSandboxFilter) {
+	t.Helper()
+	data, err := proto.Marshal(m.ListResponse(context.Background(), f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got runtimeapi.ListPodSandboxResponse
+	if err := proto.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := &runtimeapi.ListPodSandboxResponse{Items: m.List(context.Background(), f)}
+	if len(want.Items) == 0 || !proto.Equal(&got, want) {
+		t.Errorf("ListResponse(%v) decodes to\n%v\nwant (List)\n%v", f, &got, want)
+	}
 }

@@ -2,13 +2,13 @@ package sandbox
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -79,17 +79,14 @@ func PauseCommand(spec *PauseSpec, command []string) (args, env []string, err er
 			return nil, nil, fmt.Errorf("pod %s: find the pause binary: %w", spec.PodID, err)
 		}
 	}
-	specJSON, err := json.Marshal(pause.Spec{Hostname: spec.Hostname, Sysctls: spec.Sysctls})
-	if err != nil {
-		return nil, nil, fmt.Errorf("pod %s: pause spec: %w", spec.PodID, err)
-	}
-	// A small, fixed environment: pause needs nothing of berth's, and one
-	// P keeps its runtime to a thread or two.
-	return command, []string{"GOMAXPROCS=1", "GOTRACEBACK=none", pause.SpecEnv + "=" + string(specJSON)}, nil
+	args = append(slices.Clone(command), pause.Spec{Hostname: spec.Hostname, Sysctls: spec.Sysctls}.Args()...)
+	// A small, fixed environment: pause needs nothing of berth's; when it
+	// runs as Go (`berth pause`), one P keeps its runtime to a thread or two.
+	return args, []string{"GOMAXPROCS=1", "GOTRACEBACK=none"}, nil
 }
 
 // defaultPauseCommand prefers the small pause binary: a pod's pause then
-// costs ~2 MB instead of the ~14 MB of the whole berth binary.
+// costs ~0.15 MB instead of the ~14 MB of the whole berth binary.
 func defaultPauseCommand() ([]string, error) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -164,6 +161,12 @@ func (d *DirectPause) Start(ctx context.Context, spec *PauseSpec) (*Process, err
 	}
 	if spec.Attach != nil {
 		if err := spec.Attach(proc.Pid()); err != nil {
+			// Pause may have failed its setup and exited first: its own
+			// message says why.
+			syncR.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+			if msg, _ := io.ReadAll(io.LimitReader(syncR, 4096)); len(msg) > 0 && string(msg) != "ok" {
+				return fail(fmt.Errorf("pause: %s", strings.TrimSpace(string(msg))))
+			}
 			return fail(err)
 		}
 	}

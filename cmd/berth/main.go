@@ -29,7 +29,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		case "debug":
 			return debugCommand(args[2:], stdout, stderr)
 		case pause.Subcommand:
-			return pause.Main()
+			return pause.Main(args[2:])
 		}
 	}
 	return daemonCommand(args[1:], stdout, stderr)
