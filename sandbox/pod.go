@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -55,6 +56,9 @@ type pod struct {
 	cfg     *runtimeapi.PodSandboxConfig // immutable once set
 	pause   *Process
 	removed bool
+
+	// listed is the pod's ListPodSandbox item, encoded (see encodedItem).
+	listed atomic.Pointer[listEntry]
 }
 
 func (p *pod) snapshot() (Record, *runtimeapi.PodSandboxConfig) {

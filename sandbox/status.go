@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -106,6 +108,87 @@ type verboseInfo struct {
 // List is ListPodSandbox with every CRI filter: id (or id prefix), state
 // and label selector. Newest first.
 func (m *Manager) List(ctx context.Context, f *runtimeapi.PodSandboxFilter) []*runtimeapi.PodSandbox {
+	ls := m.listed(f)
+	out := make([]*runtimeapi.PodSandbox, 0, len(ls))
+	for _, l := range ls {
+		out = append(out, listItem(&l.rec, l.cfg, l.state))
+	}
+	return out
+}
+
+// ListResponse is List as the response the CRI server sends, with each
+// item already encoded: the kubelet lists every pod every second (PLEG),
+// and encoding the items' labels and annotations (maps) is most of what
+// such a call costs berth. Each pod keeps its item encoded until its state
+// changes, and the response carries the items as pre-encoded field 1
+// (items) in its unknown fields, which protobuf writes out as they are: on
+// the wire it is the same message, and a client decodes the items as
+// usual. In memory its Items is empty: use List to read them.
+func (m *Manager) ListResponse(ctx context.Context, f *runtimeapi.PodSandboxFilter) *runtimeapi.ListPodSandboxResponse {
+	ls := m.listed(f)
+	size := 0
+	wires := make([][]byte, len(ls))
+	for i, l := range ls {
+		wires[i] = l.p.encodedItem(&l.rec, l.cfg, l.state)
+		size += len(wires[i])
+	}
+	raw := make([]byte, 0, size)
+	for _, w := range wires {
+		raw = append(raw, w...)
+	}
+	resp := &runtimeapi.ListPodSandboxResponse{}
+	if len(raw) > 0 {
+		resp.ProtoReflect().SetUnknown(raw)
+	}
+	return resp
+}
+
+// listEntry is a pod's encoded ListPodSandbox item, for one state (the
+// only part of an item that changes).
+type listEntry struct {
+	state runtimeapi.PodSandboxState
+	wire  []byte // tag and length of field "items", then the PodSandbox
+}
+
+// itemsField is the field number of ListPodSandboxResponse.items.
+var itemsField = (&runtimeapi.ListPodSandboxResponse{}).ProtoReflect().Descriptor().Fields().ByName("items").Number()
+
+func (p *pod) encodedItem(rec *Record, cfg *runtimeapi.PodSandboxConfig, state runtimeapi.PodSandboxState) []byte {
+	if e := p.listed.Load(); e != nil && e.state == state {
+		return e.wire
+	}
+	b, err := proto.Marshal(listItem(rec, cfg, state))
+	if err != nil {
+		// Cannot happen with these types; an empty item is still valid.
+		b = nil
+	}
+	wire := protowire.AppendTag(make([]byte, 0, len(b)+8), itemsField, protowire.BytesType)
+	wire = protowire.AppendBytes(wire, b)
+	p.listed.Store(&listEntry{state: state, wire: wire})
+	return wire
+}
+
+func listItem(rec *Record, cfg *runtimeapi.PodSandboxConfig, state runtimeapi.PodSandboxState) *runtimeapi.PodSandbox {
+	return &runtimeapi.PodSandbox{
+		Id:             rec.ID,
+		Metadata:       cfg.GetMetadata(),
+		State:          state,
+		CreatedAt:      rec.CreatedAt,
+		Labels:         cfg.GetLabels(),
+		Annotations:    cfg.GetAnnotations(),
+		RuntimeHandler: rec.RuntimeHandler,
+	}
+}
+
+type listedPod struct {
+	p     *pod
+	rec   Record
+	cfg   *runtimeapi.PodSandboxConfig
+	state runtimeapi.PodSandboxState
+}
+
+// listed returns the pods that match f, newest first.
+func (m *Manager) listed(f *runtimeapi.PodSandboxFilter) []listedPod {
 	m.mu.RLock()
 	pods := make([]*pod, 0, len(m.pods))
 	for id, p := range m.pods {
@@ -115,7 +198,7 @@ func (m *Manager) List(ctx context.Context, f *runtimeapi.PodSandboxFilter) []*r
 		pods = append(pods, p)
 	}
 	m.mu.RUnlock()
-	out := make([]*runtimeapi.PodSandbox, 0, len(pods))
+	out := make([]listedPod, 0, len(pods))
 	for _, p := range pods {
 		rec, cfg := p.snapshot()
 		state := criState(rec.State)
@@ -125,17 +208,9 @@ func (m *Manager) List(ctx context.Context, f *runtimeapi.PodSandboxFilter) []*r
 		if !matchLabels(cfg.GetLabels(), f.GetLabelSelector()) {
 			continue
 		}
-		out = append(out, &runtimeapi.PodSandbox{
-			Id:             rec.ID,
-			Metadata:       cfg.GetMetadata(),
-			State:          state,
-			CreatedAt:      rec.CreatedAt,
-			Labels:         cfg.GetLabels(),
-			Annotations:    cfg.GetAnnotations(),
-			RuntimeHandler: rec.RuntimeHandler,
-		})
+		out = append(out, listedPod{p: p, rec: rec, cfg: cfg, state: state})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt > out[j].CreatedAt })
+	sort.Slice(out, func(i, j int) bool { return out[i].rec.CreatedAt > out[j].rec.CreatedAt })
 	return out
 }
 

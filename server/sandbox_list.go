@@ -11,5 +11,14 @@ func (s *Server) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSand
 	if s.sandboxes == nil {
 		return nil, errNoSandboxes
 	}
+	// A service that keeps its items encoded answers without encoding
+	// them again (sandbox.Manager.ListResponse).
+	if enc, ok := s.sandboxes.(encodedSandboxLister); ok {
+		return enc.ListResponse(ctx, req.GetFilter()), nil
+	}
 	return &runtimeapi.ListPodSandboxResponse{Items: s.sandboxes.List(ctx, req.GetFilter())}, nil
+}
+
+type encodedSandboxLister interface {
+	ListResponse(ctx context.Context, filter *runtimeapi.PodSandboxFilter) *runtimeapi.ListPodSandboxResponse
 }
