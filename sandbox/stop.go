@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -53,29 +55,57 @@ func (m *Manager) release(ctx context.Context, p *pod) error {
 			}
 		}
 	}
-	p.mu.RLock()
-	proc := p.pause
-	p.mu.RUnlock()
-	if proc != nil {
-		if err := proc.Stop(ctx, m.opts.StopGrace); err != nil {
-			return fmt.Errorf("pod %s: stop pause: %w", id, err)
-		}
-		proc.Close()
-		p.mu.Lock()
-		p.pause = nil
-		p.mu.Unlock()
-	}
-	// Pause has exited (or never ran): what the runtime keeps running for
-	// the pod, its monitor, records the last exits and ends.
-	if err := m.pause.Stopped(ctx, id); err != nil {
-		persist(func(r *Record) { r.State, r.PausePid, r.PauseStart = notReady(r.State), 0, 0 })
-		return errors.Join(append(errs, fmt.Errorf("pod %s: %w", id, err))...)
-	}
+	// CNI DEL runs while pause and the pod's monitor stop: the pinned
+	// netns outlives pause and the plugins need nothing of it (containerd,
+	// too, detaches the network before it stops its pause). DEL is most of
+	// a stop: deleting the veth waits for an RCU grace period.
+	var (
+		wg     sync.WaitGroup
+		cniErr error
+		took   struct{ pause, runtime, cni time.Duration }
+	)
 	if rec.Attached {
-		if err := m.net.Teardown(ctx, networkPod(&rec, cfg)); err != nil {
-			persist(func(r *Record) { r.State, r.PausePid, r.PauseStart = notReady(r.State), 0, 0 })
-			return errors.Join(append(errs, err)...)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.Now()
+			cniErr = m.net.Teardown(ctx, networkPod(&rec, cfg))
+			took.cni = time.Since(t)
+		}()
+	}
+	pauseErr, runtimeErr := func() (error, error) {
+		p.mu.RLock()
+		proc := p.pause
+		p.mu.RUnlock()
+		t := time.Now()
+		if proc != nil {
+			if err := proc.Stop(ctx, m.opts.StopGrace); err != nil {
+				return fmt.Errorf("pod %s: stop pause: %w", id, err), nil
+			}
+			proc.Close()
+			p.mu.Lock()
+			p.pause = nil
+			p.mu.Unlock()
 		}
+		took.pause = time.Since(t)
+		t = time.Now()
+		// Pause has exited (or never ran): what the runtime keeps running
+		// for the pod, its monitor, records the last exits and ends.
+		err := m.pause.Stopped(ctx, id)
+		took.runtime = time.Since(t)
+		if err != nil {
+			return nil, fmt.Errorf("pod %s: %w", id, err)
+		}
+		return nil, nil
+	}()
+	wg.Wait()
+	if pauseErr != nil {
+		// Pause still runs: the record keeps naming it.
+		return errors.Join(pauseErr, cniErr)
+	}
+	if runtimeErr != nil || cniErr != nil {
+		persist(func(r *Record) { r.State, r.PausePid, r.PauseStart = notReady(r.State), 0, 0 })
+		return errors.Join(append(errs, runtimeErr, cniErr)...)
 	}
 	if err := m.netns.Remove(ctx, rec.NetNS); err != nil {
 		errs = append(errs, fmt.Errorf("pod %s: %w", id, err))
@@ -91,7 +121,7 @@ func (m *Manager) release(ctx context.Context, p *pod) error {
 		}
 	})
 	if len(errs) == 0 && rec.State == StateReady {
-		m.log.Info("pod sandbox stopped", "pod", id)
+		m.log.Info("pod sandbox stopped", "pod", id, "pause", took.pause, "monitor", took.runtime, "cni_del", took.cni)
 	}
 	return errors.Join(errs...)
 }
