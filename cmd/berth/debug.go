@@ -33,9 +33,9 @@ import (
 const debugUsage = `usage: berth debug timings [daemon flags] [-n N] [-image REF] [-json FILE] [-label L]
 
 Times berth's primitive steps of a pod start and teardown one by one, N
-times, with berth's own code: netns create+pin, CNI ADD, pause start,
-monitor spawn, rootfs mount, spec, container create and start (libcontainer
-through berth-monitor), then the teardown steps. It uses the CNI and
+times, with berth's own code: netns create+pin, CNI ADD, the pod's monitor
+and pause in it, rootfs mount, spec, container create and start
+(libcontainer in the monitor), then the teardown steps. It uses the CNI and
 registry settings of the daemon's config (file and flags) on a temporary
 root and state of its own, which it removes, so it can run beside a daemon.
 This is the floor a pod start through the CRI is compared with
@@ -110,8 +110,8 @@ var timedSteps = []struct {
 }{
 	{"netns create+pin", "start", true},
 	{"CNI ADD", "start", true},
-	{"pause start (cgroup, sync)", "start", false},
 	{"monitor spawn", "start", false},
+	{"pause start (in the monitor)", "start", false},
 	{"rootfs mount (overlay)", "start", true},
 	{"spec build+write", "start", false},
 	{"container create (libcontainer)", "start", true},
@@ -119,8 +119,8 @@ var timedSteps = []struct {
 	{"container kill+wait", "teardown", false},
 	{"container delete", "teardown", false},
 	{"rootfs unmount", "teardown", false},
-	{"monitor shutdown", "teardown", false},
 	{"pause stop", "teardown", false},
+	{"monitor shutdown", "teardown", false},
 	{"CNI DEL", "teardown", false},
 	{"netns unpin", "teardown", false},
 	{"cgroup remove", "teardown", false},
@@ -221,15 +221,10 @@ func randomID() string {
 	return hex.EncodeToString(b)
 }
 
-// pod makes one pod with one container and takes it down again, each step
-// timed on its own. Every step that succeeded is undone, also on failure.
-func (e *stepEnv) pod(ctx context.Context, record bool) (err error) {
-	var undo []func()
-	defer func() {
-		for i := len(undo) - 1; i >= 0; i-- {
-			undo[i]()
-		}
-	}()
+// pod makes one pod with one container, the way berth does, and takes it
+// down again in berth's order, each step timed on its own. Whatever was
+// made is released, also on failure.
+func (e *stepEnv) pod(ctx context.Context, record bool) error {
 	timed := func(name string, f func() error) error {
 		start := time.Now()
 		if err := f(); err != nil {
@@ -240,25 +235,39 @@ func (e *stepEnv) pod(ctx context.Context, record bool) (err error) {
 		}
 		return nil
 	}
-	// keep runs a teardown step timed and, once it succeeded, drops the
-	// undo that would have done the same (the last one).
-	keep := func(name string, f func() error) error {
-		if err := timed(name, f); err != nil {
-			return err
+	// Each thing made has its release; teardown runs them timed, in
+	// berth's order, and whatever is left is released at the end.
+	type release struct {
+		name string
+		f    func() error
+		done bool
+	}
+	var rels []*release
+	made := func(name string, f func() error) *release {
+		r := &release{name: name, f: f}
+		rels = append(rels, r)
+		return r
+	}
+	defer func() {
+		for i := len(rels) - 1; i >= 0; i-- {
+			if !rels[i].done {
+				rels[i].f()
+			}
 		}
-		undo = undo[:len(undo)-1]
-		return nil
+	}()
+	teardown := func(r *release) error {
+		r.done = true
+		return timed(r.name, r.f)
 	}
 	bg := context.WithoutCancel(ctx)
 
 	podID, ctrID := randomID(), randomID()
 	cgParent := "/berth-timings-" + podID[:12]
-	podCg := cgParent + "/" + podID
 	podDir := filepath.Join(e.state, "sandboxes", podID)
 	if err := os.MkdirAll(podDir, 0o755); err != nil {
 		return err
 	}
-	undo = append(undo, func() { os.RemoveAll(podDir) })
+	made("pod dir", func() error { return os.RemoveAll(podDir) })
 	hostname := "timings-" + podID[:8]
 	// The files every container bind-mounts (the sandbox writes them).
 	files := map[string]string{
@@ -278,53 +287,86 @@ func (e *stepEnv) pod(ctx context.Context, record bool) (err error) {
 			NamespaceOptions: &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_CONTAINER},
 		}},
 	}
+	cg, err := newCgroupManager(cgParent + "/" + podID)
+	if err != nil {
+		return err
+	}
+	cgRel := made("cgroup remove", func() error {
+		err := cg.Destroy()
+		removeCgroupParents(cgParent)
+		return err
+	})
+	if err := cg.Apply(-1); err != nil {
+		return err
+	}
+	var cgDirs []string
+	for _, d := range cg.GetPaths() {
+		cgDirs = append(cgDirs, d)
+	}
 
 	var pin string
 	if err := timed("netns create+pin", func() (err error) { pin, err = e.netns.Create(ctx, podID); return err }); err != nil {
 		return err
 	}
-	undo = append(undo, func() { e.netns.Remove(bg, pin) })
+	pinRel := made("netns unpin", func() error { return e.netns.Remove(bg, pin) })
 	npod := &network.Pod{ID: podID, Name: hostname, Namespace: "timings", UID: podID[:32], NetNS: pin, CgroupPath: cgParent}
 	if err := timed("CNI ADD", func() error { _, err := e.cni.Setup(ctx, npod); return err }); err != nil {
 		return err
 	}
-	undo = append(undo, func() { e.cni.Teardown(bg, npod) })
+	cniRel := made("CNI DEL", func() error { return e.cni.Teardown(bg, npod) })
 
-	cg, err := newCgroupManager(podCg)
-	if err != nil {
-		return err
-	}
-	undo = append(undo, func() { cg.Destroy(); removeCgroupParents(cgParent) })
-	var pause *sandbox.Process
-	if err := timed("pause start (cgroup, sync)", func() (err error) {
-		pause, err = (&sandbox.DirectPause{}).Start(ctx, &sandbox.PauseSpec{
-			PodID: podID, NetNS: pin, NewIPC: true, NewUTS: true, NewPID: true, Hostname: hostname,
-			Attach: func(pid int) error { return cg.Apply(pid) },
-		})
-		return err
-	}); err != nil {
-		return err
-	}
-	undo = append(undo, func() { pause.Stop(bg, 0); pause.Close() })
-
+	// The pod's monitor, then pause as its child (berth runs these beside
+	// CNI ADD).
 	paths := monitor.PathsFor(e.state, podID)
 	mon := &monitor.Client{Socket: paths.Socket}
-	if err := timed("monitor spawn", func() error {
-		_, err := monitor.Start(ctx, monitor.StartOptions{Binary: e.monitor, PodID: podID, Paths: paths, RuncRoot: filepath.Join(e.state, "runc")})
+	var monProc *os.Process
+	if err := timed("monitor spawn", func() (err error) {
+		monProc, err = monitor.Start(ctx, monitor.StartOptions{Binary: e.monitor, PodID: podID, Paths: paths, RuncRoot: filepath.Join(e.state, "runc")})
 		return err
 	}); err != nil {
 		return err
 	}
-	undo = append(undo, func() {
-		mon.Call(bg, &monitor.Request{Op: monitor.OpShutdown})
-		os.Remove(paths.Socket)
-		os.RemoveAll(paths.Dir)
+	// As berth ends a monitor: pause is gone (killed if not), its exit
+	// recorded, then the monitor is told to go and reaped.
+	monRel := made("monitor shutdown", func() error {
+		defer os.RemoveAll(paths.Dir)
+		defer os.Remove(paths.Socket)
+		mon.Call(bg, &monitor.Request{Op: monitor.OpSignal, ID: podID, Signal: int(syscall.SIGKILL)})
+		mon.Call(bg, &monitor.Request{Op: monitor.OpWait, ID: podID})
+		if _, err := mon.Call(bg, &monitor.Request{Op: monitor.OpShutdown}); err != nil {
+			monProc.Kill()
+			monProc.Wait()
+			return err
+		}
+		_, err := monProc.Wait()
+		return err
+	})
+	var pause *sandbox.Process
+	if err := timed("pause start (in the monitor)", func() error {
+		args, env, err := sandbox.PauseCommand(&sandbox.PauseSpec{PodID: podID, Hostname: hostname}, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := mon.Call(ctx, &monitor.Request{Op: monitor.OpRunPause, ID: podID, Pause: &monitor.PauseRequest{
+			Args: args, Env: env, NetNS: pin, NewIPC: true, NewUTS: true, NewPID: true, CgroupDirs: cgDirs, Dir: paths.Dir,
+		}})
+		if err != nil {
+			return err
+		}
+		pause, err = sandbox.OpenProcess(resp.Pid, 0, nil)
+		return err
+	}); err != nil {
+		return err
+	}
+	pauseRel := made("pause stop", func() error {
+		defer pause.Close()
+		return pause.Stop(bg, time.Second)
 	})
 
 	ctrDir := filepath.Join(e.state, "containers", ctrID)
 	upper := filepath.Join(e.cfg.Root, "containers", ctrID)
 	rootfs := filepath.Join(ctrDir, "rootfs")
-	undo = append(undo, func() { os.RemoveAll(ctrDir); os.RemoveAll(upper) })
+	made("container dirs", func() error { os.RemoveAll(ctrDir); return os.RemoveAll(upper) })
 	if err := timed("rootfs mount (overlay)", func() error {
 		for _, d := range []string{filepath.Join(upper, "upper"), filepath.Join(upper, "work"), rootfs} {
 			if err := os.MkdirAll(d, 0o755); err != nil {
@@ -337,7 +379,7 @@ func (e *stepEnv) pod(ctx context.Context, record bool) (err error) {
 	}); err != nil {
 		return err
 	}
-	undo = append(undo, func() { syscall.Unmount(rootfs, syscall.MNT_DETACH) })
+	umountRel := made("rootfs unmount", func() error { return syscall.Unmount(rootfs, syscall.MNT_DETACH) })
 
 	ccfg := &runtimeapi.ContainerConfig{
 		Metadata: &runtimeapi.ContainerMetadata{Name: "sleep"},
@@ -376,10 +418,16 @@ func (e *stepEnv) pod(ctx context.Context, record bool) (err error) {
 	}); err != nil {
 		return err
 	}
-	undo = append(undo, func() {
-		mon.Call(bg, &monitor.Request{Op: monitor.OpSignal, ID: ctrID, Signal: int(syscall.SIGKILL)})
-		mon.Call(bg, &monitor.Request{Op: monitor.OpWait, ID: ctrID})
-		mon.Call(bg, &monitor.Request{Op: monitor.OpDelete, ID: ctrID})
+	deleteRel := made("container delete", func() error {
+		_, err := mon.Call(bg, &monitor.Request{Op: monitor.OpDelete, ID: ctrID})
+		return err
+	})
+	killRel := made("container kill+wait", func() error {
+		if _, err := mon.Call(bg, &monitor.Request{Op: monitor.OpSignal, ID: ctrID, Signal: int(syscall.SIGKILL)}); err != nil {
+			return err
+		}
+		_, err := mon.Call(bg, &monitor.Request{Op: monitor.OpWait, ID: ctrID})
+		return err
 	})
 	if err := timed("container start", func() error {
 		_, err := mon.Call(ctx, &monitor.Request{Op: monitor.OpStart, ID: ctrID})
@@ -388,59 +436,13 @@ func (e *stepEnv) pod(ctx context.Context, record bool) (err error) {
 		return err
 	}
 
-	// Teardown, in the order berth does it.
-	if err := timed("container kill+wait", func() error {
-		if _, err := mon.Call(ctx, &monitor.Request{Op: monitor.OpSignal, ID: ctrID, Signal: int(syscall.SIGKILL)}); err != nil {
+	// StopContainer, RemoveContainer, StopPodSandbox, RemovePodSandbox.
+	for _, r := range []*release{killRel, deleteRel, umountRel, pauseRel, monRel, cniRel, pinRel, cgRel} {
+		if err := teardown(r); err != nil {
 			return err
 		}
-		_, err := mon.Call(ctx, &monitor.Request{Op: monitor.OpWait, ID: ctrID})
-		return err
-	}); err != nil {
-		return err
 	}
-	if err := keep("container delete", func() error {
-		_, err := mon.Call(ctx, &monitor.Request{Op: monitor.OpDelete, ID: ctrID})
-		return err
-	}); err != nil {
-		return err
-	}
-	if err := keep("rootfs unmount", func() error { return syscall.Unmount(rootfs, syscall.MNT_DETACH) }); err != nil {
-		return err
-	}
-	undo = undo[:len(undo)-1] // the container's dirs: removed with the monitor's below
-	os.RemoveAll(ctrDir)
-	os.RemoveAll(upper)
-	if err := keep("monitor shutdown", func() error {
-		_, err := mon.Call(ctx, &monitor.Request{Op: monitor.OpShutdown})
-		os.Remove(paths.Socket)
-		os.RemoveAll(paths.Dir)
-		return err
-	}); err != nil {
-		return err
-	}
-	if err := keep("pause stop", func() error {
-		defer pause.Close()
-		return pause.Stop(ctx, 0)
-	}); err != nil {
-		return err
-	}
-	// The cgroup goes last, after the network: as in StopPodSandbox then
-	// RemovePodSandbox.
-	cgUndo := undo[len(undo)-1]
-	undo = undo[:len(undo)-1]
-	if err := keep("CNI DEL", func() error { return e.cni.Teardown(ctx, npod) }); err != nil {
-		undo = append(undo, cgUndo)
-		return err
-	}
-	if err := keep("netns unpin", func() error { return e.netns.Remove(ctx, pin) }); err != nil {
-		undo = append(undo, cgUndo)
-		return err
-	}
-	return timed("cgroup remove", func() error {
-		err := cg.Destroy()
-		removeCgroupParents(cgParent)
-		return err
-	})
+	return nil
 }
 
 // newCgroupManager is the pod cgroup as the sandbox service makes it.
