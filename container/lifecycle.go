@@ -69,13 +69,17 @@ func (s *Service) setExit(c *ctr, e *monitor.Exit, reason string) {
 	c.rec.State, c.rec.Exit, c.rec.Reason = StateExited, e, reason
 	rec := c.rec
 	removed := c.removed
+	c.stopPending = c.starting
+	later := c.starting
 	close(c.exited)
 	c.mu.Unlock()
 	if !removed {
 		if err := s.records.Put(rec.ID, &rec); err != nil {
 			s.log.Error("record container exit", "container", rec.ID, "error", err)
 		}
-		s.publish(runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, &rec)
+		if !later {
+			s.publish(runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, &rec)
+		}
 	}
 }
 
@@ -96,20 +100,37 @@ func (s *Service) start(ctx context.Context, c *ctr) error {
 		return fmt.Errorf("%w: container %s is %s, not created", ErrState, rec.ID, rec.State)
 	}
 	mon := s.existingMonitor(rec.PodID)
-	if _, err := mon.client.Call(ctx, &monitor.Request{Op: monitor.OpStart, ID: rec.ID}); err != nil {
+	c.mu.Lock()
+	c.starting = true
+	c.mu.Unlock()
+	// Taken before the call: the process runs from within it, and may
+	// have exited by the time it returns.
+	startedAt := time.Now().UnixNano()
+	_, err := mon.client.Call(ctx, &monitor.Request{Op: monitor.OpStart, ID: rec.ID})
+	c.mu.Lock()
+	stopped := c.stopPending
+	c.starting, c.stopPending = false, false
+	if err != nil {
+		rec = c.rec
+		c.mu.Unlock()
+		if stopped {
+			s.publish(runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, &rec)
+		}
 		return fmt.Errorf("container %s: start: %w", rec.ID, err)
 	}
-	c.mu.Lock()
 	if !c.isExited() {
 		c.rec.State = StateRunning
 	}
-	c.rec.StartedAt = time.Now().UnixNano()
+	c.rec.StartedAt = startedAt
 	rec = c.rec
 	c.mu.Unlock()
 	if err := s.records.Put(rec.ID, &rec); err != nil {
 		return fmt.Errorf("container %s: %w", rec.ID, err)
 	}
 	s.publish(runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT, &rec)
+	if stopped {
+		s.publish(runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, &rec)
+	}
 	return nil
 }
 

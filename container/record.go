@@ -67,6 +67,11 @@ type ctr struct {
 
 	cgroupOnce sync.Once
 	cgroup     string // from the spec, on first use (stats.go)
+
+	// starting is set while StartContainer waits for the monitor; an exit
+	// seen meanwhile is reported after the start (stopPending), so that
+	// events come in the order things happened.
+	starting, stopPending bool
 }
 
 func (c *ctr) snapshot() Record {

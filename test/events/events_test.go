@@ -125,6 +125,15 @@ func TestContainerEvents(t *testing.T) {
 		w2.next(want, ctr)
 	}
 
+	// One that exits at once: still created, started, stopped, in order.
+	instant := e.create(pod, podCfg, "instant", "true")
+	e.start(instant)
+	w1.next(created, instant)
+	w1.next(started, instant)
+	if st := statusOf(w1.next(stopped, instant), instant); st.ExitCode != 0 || st.FinishedAt < st.StartedAt {
+		t.Fatalf("instant: %v", st)
+	}
+
 	// StopContainer of a running container: one stopped event.
 	sleeper := e.create(pod, podCfg, "sleeper", "sleep 100000")
 	e.start(sleeper)
@@ -156,7 +165,17 @@ func TestContainerEvents(t *testing.T) {
 	if _, err := e.d.Runtime.RemovePodSandbox(framework.Ctx(t), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: pod}); err != nil {
 		t.Fatal(err)
 	}
-	w1.next(deleted, sleeper)
+	deletedCtrs := map[string]bool{}
+	for range 2 {
+		ev := <-w1.ch
+		if ev.ContainerEventType != deleted {
+			t.Fatalf("got %s of %s, want the remaining containers deleted", ev.ContainerEventType, ev.ContainerId)
+		}
+		deletedCtrs[ev.ContainerId] = true
+	}
+	if !deletedCtrs[sleeper] || !deletedCtrs[instant] {
+		t.Fatalf("deleted %v", deletedCtrs)
+	}
 	if ev := w1.next(deleted, pod); ev.PodSandboxStatus.Id != pod {
 		t.Fatalf("pod deleted: %v", ev.PodSandboxStatus)
 	}
