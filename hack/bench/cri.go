@@ -25,6 +25,7 @@ type endpoint struct {
 	rt     runtimeapi.RuntimeServiceClient
 	img    runtimeapi.ImageServiceClient
 	pid    int    // the daemon
+	log    string // the daemon's log, when it is berth's
 	image  string // the container image's id, resolved after pulling
 	res    *Result
 	// pods still to tear down, for the cleanup after a failure

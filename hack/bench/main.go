@@ -82,7 +82,7 @@ func main() {
 	}
 	var eps endpointFlag
 	var p Params
-	var listPods, jsonOut, label, targets, pids string
+	var listPods, jsonOut, label, targets, pids, logs string
 	flag.Var(&eps, "endpoint", "NAME=unix:///path of a CRI runtime (repeatable; ratios are first/second)")
 	flag.StringVar(&p.Image, "image", "docker.io/library/busybox:latest", "image of the benchmark containers (needs sleep and true)")
 	flag.StringVar(&p.PullImage, "pull-image", "", "image whose pull is timed (removed before each pull); empty skips the pull figure")
@@ -102,6 +102,7 @@ func main() {
 	flag.StringVar(&label, "label", "", "what this run is (e.g. the CNI chain), shown in the table")
 	flag.StringVar(&targets, "targets", "", "targets to check in the table: plain (no portmap), portmap, or empty for none")
 	flag.StringVar(&pids, "pid", "", "NAME=PID,...: daemon pids (default: the process listening on the socket)")
+	flag.StringVar(&logs, "log", "", "NAME=PATH,...: a berth daemon's log, from which the times of its steps inside the sequential pods' RunPodSandbox and StopPodSandbox are read")
 	flag.Parse()
 	if len(eps) == 0 {
 		log.Fatal("at least one -endpoint NAME=unix:///path is required")
@@ -126,7 +127,7 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rep, err := run(ctx, eps, p, pids)
+	rep, err := run(ctx, eps, p, pids, logs)
 	if rep != nil {
 		rep.Label, rep.Targets = label, targets
 		if jsonOut != "" {
@@ -149,13 +150,19 @@ type bench struct {
 	spec podSpec
 }
 
-func run(ctx context.Context, addrs []string, p Params, pidFlag string) (*Report, error) {
+func run(ctx context.Context, addrs []string, p Params, pidFlag, logFlag string) (*Report, error) {
 	logRoot, err := os.MkdirTemp("", "berth-bench-logs.")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(logRoot)
 	b := &bench{p: p, spec: podSpec{namespace: "bench", cgroupRoot: p.CgroupRoot, logRoot: logRoot, image: p.Image}}
+	logPaths := map[string]string{}
+	for _, kv := range strings.Split(logFlag, ",") {
+		if name, path, ok := strings.Cut(kv, "="); ok {
+			logPaths[name] = path
+		}
+	}
 	pidOverride := map[string]int{}
 	for _, kv := range strings.Split(pidFlag, ",") {
 		if name, v, ok := strings.Cut(kv, "="); ok {
@@ -202,6 +209,7 @@ func run(ctx context.Context, addrs []string, p Params, pidFlag string) (*Report
 			return nil, fmt.Errorf("%s: find the daemon: %w", e.name, err)
 		}
 		e.res.DaemonPID = e.pid
+		e.log = logPaths[e.name]
 		if kb, err := vmRSSKB(e.pid); err == nil {
 			e.res.DaemonRSSIdleMB = float64(kb) / 1024
 		}
@@ -386,6 +394,17 @@ func (b *bench) sequentialPhase(ctx context.Context) error {
 		}
 		if len(x.exec) > 0 {
 			e.res.Exec = distPtr(x.exec)
+		}
+		if e.log != "" {
+			ids := map[string]bool{}
+			for _, p := range x.pods {
+				ids[p.id] = true
+			}
+			steps, err := berthSteps(e.log, ids)
+			if err != nil {
+				return fmt.Errorf("%s: %w", e.name, err)
+			}
+			e.res.InPath = steps
 		}
 	}
 	return nil

@@ -38,6 +38,9 @@ type Result struct {
 	ConcurrentStart    *Dist            `json:"concurrent_start_total_ms,omitempty"`
 	ConcurrentTeardown *Dist            `json:"concurrent_teardown_total_ms,omitempty"`
 	Scale              []ScalePoint     `json:"scale,omitempty"`
+	// InPath are berth's own step times inside the sequential pods'
+	// RunPodSandbox and StopPodSandbox, from its log (-log).
+	InPath map[string]*Dist `json:"in_path_ms,omitempty"`
 }
 
 // ScalePoint is measured with Pods pods running.
@@ -205,11 +208,15 @@ func scaleRow(key, name, format string, pods int, f func(*ScalePoint) float64) r
 func rows(rep *Report) []row {
 	starts := func(r *Result) map[string]*Dist { return r.StartSteps }
 	stops := func(r *Result) map[string]*Dist { return r.TeardownSteps }
+	inPath := func(r *Result) map[string]*Dist { return r.InPath }
 	out := []row{
 		distRow("start50", "pod start p50 (ms)", func(r *Result) *Dist { return r.PodStart }, p50),
 		distRow("start90", "pod start p90 (ms)", func(r *Result) *Dist { return r.PodStart }, p90),
 		distRow("start99", "pod start p99 (ms)", func(r *Result) *Dist { return r.PodStart }, p99),
 		distRow("", "· RunPodSandbox p50", stepDist(starts, "RunPodSandbox"), p50),
+		distRow("", "· · netns (in berth's RunPodSandbox)", stepDist(inPath, "netns"), p50),
+		distRow("", "· · CNI ADD", stepDist(inPath, "cni_add"), p50),
+		distRow("", "· · monitor + pause, beside CNI ADD", stepDist(inPath, "pause"), p50),
 		distRow("", "· CreateContainer p50", stepDist(starts, "CreateContainer"), p50),
 		distRow("", "· StartContainer p50", stepDist(starts, "StartContainer"), p50),
 		distRow("teardown50", "teardown p50 (ms)", func(r *Result) *Dist { return r.Teardown }, p50),
@@ -218,6 +225,9 @@ func rows(rep *Report) []row {
 		distRow("", "· StopContainer p50", stepDist(stops, "StopContainer"), p50),
 		distRow("", "· RemoveContainer p50", stepDist(stops, "RemoveContainer"), p50),
 		distRow("", "· StopPodSandbox p50", stepDist(stops, "StopPodSandbox"), p50),
+		distRow("", "· · pause stop (in berth's StopPodSandbox)", stepDist(inPath, "pause_stop"), p50),
+		distRow("", "· · monitor stop", stepDist(inPath, "monitor_stop"), p50),
+		distRow("", "· · CNI DEL, beside both", stepDist(inPath, "cni_del"), p50),
 		distRow("", "· RemovePodSandbox p50", stepDist(stops, "RemovePodSandbox"), p50),
 		distRow("concstart", fmt.Sprintf("%d pods at once: start, total (ms)", rep.Params.Concurrent),
 			func(r *Result) *Dist { return r.ConcurrentStart }, p50),
