@@ -106,10 +106,18 @@ func TestKilledPauseMakesPodNotReady(t *testing.T) {
 	mon := e.monitorOf(id, info.Pid)
 	syscall.Kill(info.Pid, syscall.SIGKILL)
 	e.waitNotReady(id)
-	// The monitor recorded pause's exit like a container's.
+	// The monitor recorded pause's exit like a container's. Berth sees
+	// the exit through its own pidfd: the record may come a moment later.
 	exit := filepath.Join(e.d.State, "monitors", id, "exit.json")
-	if data, err := os.ReadFile(exit); err != nil || !strings.Contains(string(data), `"signal":9`) {
-		t.Errorf("pause's exit record %s: %q, %v", exit, data, err)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		data, err := os.ReadFile(exit)
+		if err == nil && strings.Contains(string(data), `"signal":9`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("pause's exit record %s: %q, %v", exit, data, err)
+			break
+		}
 	}
 	e.stop(id)
 	waitGone(t, mon, "monitor")
