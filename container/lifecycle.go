@@ -136,9 +136,13 @@ func (s *Service) start(ctx context.Context, c *ctr) error {
 
 // Stop is StopContainer: the stop signal, then SIGKILL once timeout has
 // passed (at once for a zero timeout). It returns when the container has
-// exited. Stopping an exited container succeeds.
+// exited. Stopping an exited or unknown container succeeds (CRI
+// idempotence: the kubelet retries a stop whose answer it missed).
 func (s *Service) Stop(ctx context.Context, id string, timeout time.Duration) error {
 	c, err := s.lookup(id)
+	if isMissing(err) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -197,7 +201,7 @@ func (s *Service) stop(ctx context.Context, c *ctr, timeout time.Duration) error
 // succeeds.
 func (s *Service) Remove(ctx context.Context, id string) error {
 	c, err := s.lookup(id)
-	if errors.Is(err, ErrNotFound) {
+	if isMissing(err) {
 		return nil
 	}
 	if err != nil {

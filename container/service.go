@@ -168,7 +168,7 @@ func (s *Service) lookup(id string) (*ctr, error) {
 	for full, c := range s.ctrs {
 		if strings.HasPrefix(full, id) && !c.rec.Sandbox {
 			if found != nil {
-				return nil, fmt.Errorf("%w: container id prefix %s is ambiguous", ErrNotFound, id)
+				return nil, fmt.Errorf("%w: %w: container id prefix %s", ErrNotFound, errAmbiguous, id)
 			}
 			found = c
 		}
@@ -177,6 +177,16 @@ func (s *Service) lookup(id string) (*ctr, error) {
 		return nil, fmt.Errorf("%w: container %s", ErrNotFound, id)
 	}
 	return found, nil
+}
+
+// errAmbiguous is a lookup by a prefix that names several containers:
+// not found, but no proof that the container asked for is gone either.
+var errAmbiguous = errors.New("ambiguous id prefix")
+
+// isMissing tells whether a lookup failed because no container has the
+// id, which Stop and Remove take as done.
+func isMissing(err error) bool {
+	return errors.Is(err, ErrNotFound) && !errors.Is(err, errAmbiguous)
 }
 
 func nameKey(podID string, md *runtimeapi.ContainerMetadata) string {

@@ -43,5 +43,10 @@ func validatePodSandboxConfig(cfg *runtimeapi.PodSandboxConfig) error {
 	case md.GetUid() == "":
 		return invalidf("config.metadata.uid is required")
 	}
+	// The CRI: "run_as_group should only be specified when run_as_user is
+	// specified; otherwise, the runtime MUST error."
+	if sc := cfg.GetLinux().GetSecurityContext(); sc.GetRunAsGroup() != nil && sc.GetRunAsUser() == nil {
+		return invalidf("config.linux.security_context.run_as_group is set without run_as_user")
+	}
 	return nil
 }

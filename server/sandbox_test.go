@@ -49,6 +49,12 @@ func goodConfig() *runtimeapi.PodSandboxConfig {
 	return &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "n", Namespace: "ns", Uid: "u"}}
 }
 
+func withSecurity(sc *runtimeapi.LinuxSandboxSecurityContext) *runtimeapi.PodSandboxConfig {
+	c := goodConfig()
+	c.Linux = &runtimeapi.LinuxPodSandboxConfig{SecurityContext: sc}
+	return c
+}
+
 func TestRunPodSandboxValidation(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -64,6 +70,10 @@ func TestRunPodSandboxValidation(t *testing.T) {
 		{name: "unknown handler", req: &runtimeapi.RunPodSandboxRequest{Config: goodConfig(), RuntimeHandler: "kata"}, wantCode: codes.InvalidArgument, wantMsg: "kata"},
 		{name: "runc handler", req: &runtimeapi.RunPodSandboxRequest{Config: goodConfig(), RuntimeHandler: "runc"}, wantCode: codes.OK},
 		{name: "default handler", req: &runtimeapi.RunPodSandboxRequest{Config: goodConfig()}, wantCode: codes.OK},
+		{name: "run_as_group without run_as_user", req: &runtimeapi.RunPodSandboxRequest{Config: withSecurity(&runtimeapi.LinuxSandboxSecurityContext{
+			RunAsGroup: &runtimeapi.Int64Value{Value: 7}})}, wantCode: codes.InvalidArgument, wantMsg: "config.linux.security_context.run_as_group"},
+		{name: "run_as_group with run_as_user", req: &runtimeapi.RunPodSandboxRequest{Config: withSecurity(&runtimeapi.LinuxSandboxSecurityContext{
+			RunAsUser: &runtimeapi.Int64Value{Value: 1000}, RunAsGroup: &runtimeapi.Int64Value{Value: 7}})}, wantCode: codes.OK},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

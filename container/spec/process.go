@@ -100,6 +100,11 @@ func (b *builder) process(s *specs.Spec) error {
 // kubelet expects: run_as_username, else run_as_user, else the image's
 // USER; run_as_group overrides the primary group.
 func (b *builder) user(s *specs.Spec) error {
+	// A group alone would pair with the image's user, which the caller
+	// never chose: containerd and CRI-O refuse it too.
+	if b.sc.GetRunAsGroup() != nil && b.sc.GetRunAsUser() == nil && b.sc.GetRunAsUsername() == "" {
+		return invalid("linux.security_context.run_as_group", "set without run_as_user or run_as_username")
+	}
 	passwd, err := b.in.Files.ReadFile("/etc/passwd")
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("read /etc/passwd of the image: %w", err)

@@ -37,27 +37,40 @@ func normalizeCap(c string) string {
 }
 
 // Capabilities applies the CRI add/drop lists to the default set: adds
-// first, then drops, "ALL" meaning every capability, as containerd does.
-func Capabilities(c *runtimeapi.Capability) ([]string, error) {
+// first, then drops, as containerd does. held are the capabilities berth
+// itself holds (Host.Capabilities): "ALL" means every one of them, never
+// one berth lacks (root here has no CAP_SYS_RESOURCE, and a container
+// asking for it could not start); a default berth lacks is left out, and
+// an explicit add of one it lacks is refused.
+func Capabilities(c *runtimeapi.Capability, held []string) ([]string, error) {
 	known := map[string]bool{}
 	for _, k := range AllCapabilities() {
 		known[k] = true
 	}
+	have := map[string]bool{}
+	for _, k := range held {
+		have[k] = true
+	}
 	set := map[string]bool{}
 	for _, k := range DefaultCapabilities {
-		set[k] = true
+		if have[k] {
+			set[k] = true
+		}
 	}
 	for i, a := range c.GetAddCapabilities() {
+		field := fmt.Sprintf("linux.security_context.capabilities.add_capabilities[%d]", i)
 		a = normalizeCap(a)
 		switch {
 		case a == "ALL":
-			for k := range known {
+			for k := range have {
 				set[k] = true
 			}
-		case known[a]:
-			set[a] = true
+		case !known[a]:
+			return nil, invalid(field, "unknown capability %q", a)
+		case !have[a]:
+			return nil, invalid(field, "%s is not held by the runtime, so no container can have it", a)
 		default:
-			return nil, invalid(fmt.Sprintf("linux.security_context.capabilities.add_capabilities[%d]", i), "unknown capability %q", a)
+			set[a] = true
 		}
 	}
 	for i, d := range c.GetDropCapabilities() {
@@ -72,9 +85,11 @@ func Capabilities(c *runtimeapi.Capability) ([]string, error) {
 		}
 	}
 	// An explicit add survives a drop of ALL, as in containerd.
-	for _, a := range c.GetAddCapabilities() {
-		if a = normalizeCap(a); a != "ALL" && hasAll(c.GetDropCapabilities()) {
-			set[a] = true
+	if hasAll(c.GetDropCapabilities()) {
+		for _, a := range c.GetAddCapabilities() {
+			if a = normalizeCap(a); a != "ALL" {
+				set[a] = true
+			}
 		}
 	}
 	out := make([]string, 0, len(set))
@@ -103,7 +118,7 @@ func (b *builder) security(s *specs.Spec) error {
 		caps = b.in.Host.Capabilities()
 	} else {
 		var err error
-		if caps, err = Capabilities(b.sc.GetCapabilities()); err != nil {
+		if caps, err = Capabilities(b.sc.GetCapabilities(), b.in.Host.Capabilities()); err != nil {
 			return err
 		}
 	}

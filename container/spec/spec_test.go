@@ -18,13 +18,19 @@ type fakeHost struct {
 	v2       bool
 	files    map[string]string
 	prop     map[string]Propagation
+	caps     []string // held capabilities; nil: all
 }
 
 func (h fakeHost) AppArmorEnabled() bool             { return h.apparmor }
 func (h fakeHost) AppArmorProfileLoaded(string) bool { return h.apparmor }
 func (h fakeHost) OwnOOMScoreAdj() int               { return h.ownOOM }
 func (h fakeHost) CgroupV2() bool                    { return h.v2 }
-func (h fakeHost) Capabilities() []string            { return AllCapabilities() }
+func (h fakeHost) Capabilities() []string {
+	if h.caps != nil {
+		return h.caps
+	}
+	return AllCapabilities()
+}
 func (h fakeHost) AllDevices() ([]specs.LinuxDevice, error) {
 	return []specs.LinuxDevice{{Path: "/dev/sda", Type: "b", Major: 8}}, nil
 }
@@ -178,6 +184,12 @@ func TestUser(t *testing.T) {
 			s.SupplementalGroupsPolicy = runtimeapi.SupplementalGroupsPolicy_Strict
 		}, want: specs.User{UID: 33, GID: 33, AdditionalGids: []uint32{33}}},
 		{name: "negative uid", mod: func(s *runtimeapi.LinuxContainerSecurityContext) { s.RunAsUser = i64(-1) }, invalid: "linux.security_context.run_as_user"},
+		{name: "run_as_group without user", mod: func(s *runtimeapi.LinuxContainerSecurityContext) { s.RunAsGroup = i64(7) },
+			invalid: "linux.security_context.run_as_group"},
+		{name: "run_as_group without user, image user set", image: "www-data", mod: func(s *runtimeapi.LinuxContainerSecurityContext) { s.RunAsGroup = i64(7) },
+			invalid: "linux.security_context.run_as_group"},
+		{name: "run_as_group with username", mod: func(s *runtimeapi.LinuxContainerSecurityContext) { s.RunAsUsername = "www-data"; s.RunAsGroup = i64(7) },
+			want: specs.User{UID: 33, GID: 7, AdditionalGids: []uint32{7, 100}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := baseInput()
@@ -217,10 +229,24 @@ func checkInvalid(t *testing.T, err error, field string) {
 	}
 }
 
+// withoutCaps is every known capability but those named: what root holds
+// on a machine whose bounding set lacks some.
+func withoutCaps(drop ...string) []string {
+	var out []string
+	for _, c := range AllCapabilities() {
+		if !contains(drop, c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 func TestCapabilities(t *testing.T) {
+	noResource := withoutCaps("CAP_SYS_RESOURCE")
 	for _, tc := range []struct {
 		name      string
 		add, drop []string
+		held      []string // nil: all
 		has, not  []string
 		invalid   string
 	}{
@@ -228,11 +254,24 @@ func TestCapabilities(t *testing.T) {
 		{name: "add short name", add: []string{"NET_ADMIN"}, has: []string{"CAP_NET_ADMIN", "CAP_CHOWN"}},
 		{name: "drop", drop: []string{"CAP_CHOWN", "net_raw"}, not: []string{"CAP_CHOWN", "CAP_NET_RAW"}, has: []string{"CAP_KILL"}},
 		{name: "drop all add one", add: []string{"SYS_ADMIN"}, drop: []string{"ALL"}, has: []string{"CAP_SYS_ADMIN"}, not: []string{"CAP_CHOWN"}},
-		{name: "add all", add: []string{"ALL"}, has: []string{"CAP_SYS_ADMIN", "CAP_BPF"}},
+		{name: "add all", add: []string{"ALL"}, has: []string{"CAP_SYS_ADMIN", "CAP_BPF", "CAP_SYS_RESOURCE"}},
+		{name: "add all is what berth holds", add: []string{"ALL"}, held: noResource,
+			has: []string{"CAP_SYS_ADMIN", "CAP_BPF", "CAP_CHOWN"}, not: []string{"CAP_SYS_RESOURCE"}},
+		{name: "add all drop one", add: []string{"ALL"}, drop: []string{"SYS_ADMIN"}, held: noResource,
+			has: []string{"CAP_NET_ADMIN"}, not: []string{"CAP_SYS_RESOURCE", "CAP_SYS_ADMIN"}},
+		{name: "add all drop all", add: []string{"ALL"}, drop: []string{"ALL"}, not: []string{"CAP_CHOWN", "CAP_SYS_ADMIN"}},
+		{name: "default berth lacks", held: withoutCaps("CAP_MKNOD"), has: []string{"CAP_CHOWN"}, not: []string{"CAP_MKNOD"}},
+		{name: "add one berth lacks", add: []string{"SYS_RESOURCE"}, held: noResource,
+			invalid: "linux.security_context.capabilities.add_capabilities[0]"},
 		{name: "unknown", add: []string{"FLY"}, invalid: "linux.security_context.capabilities.add_capabilities[0]"},
+		{name: "unknown drop", drop: []string{"FLY"}, invalid: "linux.security_context.capabilities.drop_capabilities[0]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := Capabilities(&runtimeapi.Capability{AddCapabilities: tc.add, DropCapabilities: tc.drop})
+			held := tc.held
+			if held == nil {
+				held = AllCapabilities()
+			}
+			got, err := Capabilities(&runtimeapi.Capability{AddCapabilities: tc.add, DropCapabilities: tc.drop}, held)
 			checkInvalid(t, err, tc.invalid)
 			for _, c := range tc.has {
 				if !contains(got, c) {
@@ -244,7 +283,30 @@ func TestCapabilities(t *testing.T) {
 					t.Errorf("%s present in %v", c, got)
 				}
 			}
+			for _, c := range got {
+				if !contains(held, c) {
+					t.Errorf("%s is not held by berth, yet in %v", c, got)
+				}
+			}
 		})
+	}
+}
+
+// TestAddAllCapabilities is critest's "adding ALL capabilities" on a
+// machine where root lacks CAP_SYS_RESOURCE: the spec gets every other.
+func TestAddAllCapabilities(t *testing.T) {
+	in := baseInput()
+	in.Host = fakeHost{caps: withoutCaps("CAP_SYS_RESOURCE")}
+	sc(in).Capabilities = &runtimeapi.Capability{AddCapabilities: []string{"ALL"}}
+	s, err := Build(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.Process.Capabilities
+	for _, set := range [][]string{c.Bounding, c.Effective, c.Permitted} {
+		if contains(set, "CAP_SYS_RESOURCE") || !contains(set, "CAP_SYS_ADMIN") || len(set) != len(AllCapabilities())-1 {
+			t.Fatalf("capabilities %v: want all but CAP_SYS_RESOURCE", set)
+		}
 	}
 }
 
