@@ -8,6 +8,10 @@ CRI_TOOLS_VERSION=v1.37.0
 DISTRIBUTION_VERSION=v3.1.2
 # The ginkgo CLI version cri-tools' go.mod uses (hack/tools/go.mod pins the same).
 GINKGO_VERSION=v2.32.1
+# The stock Kubernetes binaries the kubelet test runs berth under (hack/kubelet;
+# the wrapper modules hack/kubernetes and hack/kubernetes/etcd pin the same).
+KUBERNETES_VERSION=v1.37.2
+ETCD_VERSION=v3.6.16
 # The CNI plugins are pinned by the main go.mod (tool directives).
 CNI_PLUGINS_VERSION="$(cd "$BERTH_ROOT_DIR" && go list -m -f '{{.Version}}' github.com/containernetworking/plugins)"
 
@@ -17,6 +21,9 @@ export BERTH_CRICTL="${BERTH_CRICTL:-$BERTH_CACHE/cri-tools-$CRI_TOOLS_VERSION/c
 export BERTH_CRITEST="${BERTH_CRITEST:-$BERTH_CACHE/cri-tools-$CRI_TOOLS_VERSION/critest}"
 export BERTH_REGISTRY_BIN="${BERTH_REGISTRY_BIN:-$BERTH_CACHE/registry-$DISTRIBUTION_VERSION/registry}"
 export BERTH_GINKGO="${BERTH_GINKGO:-$BERTH_CACHE/ginkgo-$GINKGO_VERSION/ginkgo}"
+# kubelet, kube-apiserver, kubectl (hack/kubelet); test/kubelet skips without them.
+export BERTH_KUBELET_DIR="${BERTH_KUBELET_DIR:-$BERTH_CACHE/kubernetes-$KUBERNETES_VERSION}"
+export BERTH_ETCD="${BERTH_ETCD:-$BERTH_CACHE/etcd-$ETCD_VERSION/etcd}"
 # Test images (hack/build-images, hack/mkimage): downloaded .debs, and one OCI
 # layout per built image keyed by a hash of its inputs.
 export BERTH_DEBS="${BERTH_DEBS:-$BERTH_CACHE/debs}"
