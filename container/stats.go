@@ -3,6 +3,7 @@ package container
 import (
 	"encoding/json"
 	"path/filepath"
+	"time"
 
 	"github.com/berth-runtime/berth/stats"
 )
@@ -25,6 +26,7 @@ func (s *Service) StatsContainers() []stats.Container {
 				Cgroup:        cg,
 				WritableLayer: filepath.Join(r.Upper, "upper"),
 				Running:       r.State == StateRunning && !c.isExited(),
+				StartedAt:     unixNanoTime(r.StartedAt),
 			})
 		}
 		c.mu.RUnlock()
@@ -46,4 +48,11 @@ func (c *ctr) cgroupPath() string {
 		}
 	})
 	return c.cgroup
+}
+
+func unixNanoTime(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
 }

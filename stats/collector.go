@@ -29,6 +29,7 @@ type Container struct {
 	// WritableLayer is the directory holding its writable layer's files.
 	WritableLayer string
 	Running       bool
+	StartedAt     time.Time // zero until started
 }
 
 // Pod is what the collector needs to know of a pod sandbox.
