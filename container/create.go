@@ -85,10 +85,19 @@ func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runt
 	dir := filepath.Join(s.dir, id)
 	upper := filepath.Join(s.upper, id)
 	rootfs := filepath.Join(dir, "rootfs")
+	vols, err := planImageVolumes(id, dir, cfg)
+	if err != nil {
+		return nil, err
+	}
+	undo = append(undo, func() { s.releaseImageVolumes(cleanup, vols) })
+	volLayers, err := s.leaseImageVolumes(ctx, cfg, vols)
+	if err != nil {
+		return nil, fmt.Errorf("container %s: %w", id, err)
+	}
 	rec := Record{
 		ID: id, PodID: pod.ID, State: StateCreating, ImageID: img.ID, ImageRef: imageRef(img),
 		CreatedAt: time.Now().UnixNano(), Dir: dir, Upper: upper, StopSignal: imgCfg.StopSignal,
-		Sandbox: sandbox,
+		Sandbox: sandbox, ImageVolumes: vols,
 	}
 	if rec.Config, err = proto.Marshal(cfg); err != nil {
 		return nil, fmt.Errorf("container %s: %w", id, err)
@@ -112,10 +121,15 @@ func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runt
 		return nil, err
 	}
 	undo = append(undo, func() { unmountRootfs(rootfs) })
+	undo = append(undo, func() { unmountImageVolumes(dir) })
+	volSources, err := mountImageVolumes(cfg, vols, volLayers)
+	if err != nil {
+		return nil, fmt.Errorf("container %s: %w", id, err)
+	}
 
 	in := &spec.Input{
 		ID: id, Config: cfg, Image: imgCfg, ImageName: cfg.GetImage().GetImage(), Rootfs: rootfs,
-		Pod: pod, Host: s.host, Files: spec.DirFS(rootfs), Sandbox: sandbox,
+		Pod: pod, Host: s.host, Files: spec.DirFS(rootfs), Sandbox: sandbox, ImageVolumes: volSources,
 	}
 	in.Pod.Config = podCfg
 	if target := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetTargetId(); target != "" &&

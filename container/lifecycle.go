@@ -251,6 +251,9 @@ func (s *Service) release(ctx context.Context, rec *Record) error {
 	if err := unmountRootfs(rec.Dir + "/rootfs"); err != nil {
 		return fmt.Errorf("container %s: %w", rec.ID, err)
 	}
+	if err := unmountImageVolumes(rec.Dir); err != nil {
+		return fmt.Errorf("container %s: image volumes: %w", rec.ID, err)
+	}
 	for _, d := range []string{rec.Dir, rec.Upper} {
 		if err := os.RemoveAll(d); err != nil {
 			return fmt.Errorf("container %s: %w", rec.ID, err)
@@ -258,6 +261,9 @@ func (s *Service) release(ctx context.Context, rec *Record) error {
 	}
 	if err := s.opts.Images.Release(ctx, rec.ID); err != nil {
 		return fmt.Errorf("container %s: %w", rec.ID, err)
+	}
+	if err := s.releaseImageVolumes(ctx, rec.ImageVolumes); err != nil {
+		return fmt.Errorf("container %s: image volumes: %w", rec.ID, err)
 	}
 	if err := s.records.Delete(rec.ID); err != nil {
 		return fmt.Errorf("container %s: %w", rec.ID, err)

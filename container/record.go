@@ -46,6 +46,9 @@ type Record struct {
 	// Reason overrides the exit's reason when berth, not the process,
 	// decided how the container ended.
 	Reason string `json:"reason,omitempty"`
+	// ImageVolumes are the container's image mounts, listed from the
+	// record's first write (ImageID filled in once leased).
+	ImageVolumes []ImageVolume `json:"imageVolumes,omitempty"`
 	// Sandbox marks the pod's infra container (pause from an image, its id
 	// the pod's): the pod sandbox owns it, and no CRI container call sees
 	// it.

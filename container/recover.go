@@ -85,6 +85,10 @@ func (s *Service) collectOrphans() {
 				s.log.Warn("unmount orphan rootfs", "path", p, "error", err)
 				continue
 			}
+			if err := unmountImageVolumes(p); err != nil {
+				s.log.Warn("unmount orphan image volumes", "path", p, "error", err)
+				continue
+			}
 			s.log.Info("removing container leftovers", "path", p)
 			os.RemoveAll(p)
 		}
@@ -94,8 +98,8 @@ func (s *Service) collectOrphans() {
 		known[id] = true
 	}
 	for _, h := range s.opts.Images.Holders() {
-		if !known[h] && isContainerID(h) {
-			s.log.Info("releasing image lease of a container that is gone", "container", h)
+		if id := holderContainer(h); !known[id] && isContainerID(id) {
+			s.log.Info("releasing image lease of a container that is gone", "container", id, "holder", h)
 			s.opts.Images.Release(context.Background(), h)
 		}
 	}

@@ -52,7 +52,7 @@ func (s *Service) Status(ctx context.Context, id string, verbose bool) (*runtime
 		ImageId:     r.ImageID,
 		Labels:      c.cfg.GetLabels(),
 		Annotations: c.cfg.GetAnnotations(),
-		Mounts:      c.cfg.GetMounts(),
+		Mounts:      statusMounts(c.cfg.GetMounts(), r.ImageVolumes),
 		LogPath:     r.LogPath,
 		StopSignal:  c.cfg.GetStopSignal(),
 		User: &runtimeapi.ContainerUser{Linux: &runtimeapi.LinuxContainerUser{

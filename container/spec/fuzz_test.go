@@ -16,6 +16,7 @@ func FuzzBuild(f *testing.F) {
 		{Command: []string{"sh"}},
 		{Args: []string{"x"}, WorkingDir: "/w", Envs: []*runtimeapi.KeyValue{{Key: "A", Value: []byte("b")}}},
 		{Mounts: []*runtimeapi.Mount{{ContainerPath: "/d", HostPath: "/h", Propagation: 2}}},
+		{Mounts: []*runtimeapi.Mount{{ContainerPath: "/iv", Readonly: true, Image: &runtimeapi.ImageSpec{Image: "busybox"}, ImageSubPath: "etc"}}},
 		{Linux: &runtimeapi.LinuxContainerConfig{
 			Resources: &runtimeapi.LinuxContainerResources{CpuShares: 2, MemoryLimitInBytes: 1 << 20, OomScoreAdj: 5},
 			SecurityContext: &runtimeapi.LinuxContainerSecurityContext{

@@ -122,8 +122,22 @@ func (b *builder) criMounts() ([]specs.Mount, string, error) {
 		if dst == "" || !path.IsAbs(dst) {
 			return nil, "", invalid(field+".container_path", "%q is not an absolute path", dst)
 		}
-		if m.GetImage().GetImage() != "" {
-			return nil, "", invalid(field+".image", "image volumes are not supported")
+		if IsImageMount(m) {
+			if err := CheckImageMount(field, m); err != nil {
+				return nil, "", err
+			}
+			src, ok := b.in.ImageVolumes[i]
+			if !ok {
+				return nil, "", fmt.Errorf("%s: image volume %s was not prepared", field, m.GetImage().GetImage())
+			}
+			// The source is itself a read-only mount; private, as
+			// nothing is ever mounted under it.
+			bm := bind(dst, src, true, "rprivate")
+			if m.GetRecursiveReadOnly() {
+				bm.Options[2] = "rro"
+			}
+			out = append(out, bm)
+			continue
 		}
 		src := m.GetHostPath()
 		if src == "" || !filepath.IsAbs(src) {
@@ -223,4 +237,27 @@ func replaceDevice(list []specs.LinuxDevice, d specs.LinuxDevice) []specs.LinuxD
 		}
 	}
 	return append(list, d)
+}
+
+// IsImageMount tells whether a CRI mount mounts an image (an image
+// volume, KEP 4639) rather than a host path.
+func IsImageMount(m *runtimeapi.Mount) bool { return m.GetImage().GetImage() != "" }
+
+// CheckImageMount checks an image mount before anything is prepared for
+// it: an image volume is read-only by definition, has no host path, and
+// is private (nothing mounts under it, on either side). field names the
+// mount ("mounts[i]").
+func CheckImageMount(field string, m *runtimeapi.Mount) error {
+	switch {
+	case m.GetHostPath() != "":
+		return invalid(field+".host_path", "must be empty for an image mount (image %s)", m.GetImage().GetImage())
+	case !m.GetReadonly():
+		return invalid(field+".readonly", "an image volume (image %s) is read-only: readonly must be true", m.GetImage().GetImage())
+	case m.GetPropagation() == runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL:
+		return invalid(field+".propagation", "an image volume cannot propagate mounts back to the host")
+	case m.GetPropagation() != runtimeapi.MountPropagation_PROPAGATION_PRIVATE &&
+		m.GetPropagation() != runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER:
+		return invalid(field+".propagation", "unknown propagation %d", m.GetPropagation())
+	}
+	return nil
 }

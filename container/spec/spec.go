@@ -103,6 +103,9 @@ type Input struct {
 	// TargetPID is the init pid of the container whose PID namespace is
 	// joined when the PID namespace mode is TARGET.
 	TargetPID int
+	// ImageVolumes are the prepared image mounts: config mount index →
+	// host path to bind (the image's read-only mount, at its sub path).
+	ImageVolumes map[int]string
 	// Sandbox makes the spec of the pod's infra (pause) container: it
 	// creates the pod's IPC, UTS and PID namespaces (each unless the pod
 	// shares the host's) instead of joining pause's, in the pinned network

@@ -495,6 +495,41 @@ func TestBuild(t *testing.T) {
 			in.Host = fakeHost{prop: map[string]Propagation{"/h": PropagationShared}}
 			in.Config.Mounts = []*runtimeapi.Mount{{ContainerPath: "/d", HostPath: "/h", Propagation: runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL}}
 		}, invalid: "mounts[0].propagation"},
+		{name: "image volume", mod: func(in *Input) {
+			in.Config.Mounts = []*runtimeapi.Mount{
+				{ContainerPath: "/data", HostPath: "/h"},
+				{ContainerPath: "/iv", Readonly: true, Image: &runtimeapi.ImageSpec{Image: "sha256:abc"}},
+				{ContainerPath: "/iv/sub", Readonly: true, RecursiveReadOnly: true, Image: &runtimeapi.ImageSpec{Image: "busybox"}, ImageSubPath: "etc"},
+			}
+			in.ImageVolumes = map[int]string{1: "/run/berth/containers/c1/volumes/1", 2: "/run/berth/containers/c1/volumes/2/etc"}
+		}, check: func(t *testing.T, s *specs.Spec) {
+			if m := findMount(s, "/iv"); m == nil || m.Source != "/run/berth/containers/c1/volumes/1" || m.Type != "bind" ||
+				!reflect.DeepEqual(m.Options, []string{"rbind", "rprivate", "ro"}) {
+				t.Errorf("image mount %+v", m)
+			}
+			if m := findMount(s, "/iv/sub"); m == nil || m.Source != "/run/berth/containers/c1/volumes/2/etc" || !contains(m.Options, "rro") {
+				t.Errorf("image mount with sub path %+v", m)
+			}
+			if m := findMount(s, "/data"); m == nil || m.Source != "/h" {
+				t.Errorf("host mount beside image mounts %+v", m)
+			}
+		}},
+		{name: "image volume read-write", mod: func(in *Input) {
+			in.Config.Mounts = []*runtimeapi.Mount{{ContainerPath: "/iv", Image: &runtimeapi.ImageSpec{Image: "busybox"}}}
+			in.ImageVolumes = map[int]string{0: "/v"}
+		}, invalid: "mounts[0].readonly"},
+		{name: "image volume with host path", mod: func(in *Input) {
+			in.Config.Mounts = []*runtimeapi.Mount{{ContainerPath: "/iv", HostPath: "/h", Readonly: true, Image: &runtimeapi.ImageSpec{Image: "busybox"}}}
+			in.ImageVolumes = map[int]string{0: "/v"}
+		}, invalid: "mounts[0].host_path"},
+		{name: "image volume bidirectional", mod: func(in *Input) {
+			in.Config.Mounts = []*runtimeapi.Mount{{ContainerPath: "/iv", Readonly: true, Image: &runtimeapi.ImageSpec{Image: "busybox"},
+				Propagation: runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL}}
+			in.ImageVolumes = map[int]string{0: "/v"}
+		}, invalid: "mounts[0].propagation"},
+		{name: "image volume not prepared", mod: func(in *Input) {
+			in.Config.Mounts = []*runtimeapi.Mount{{ContainerPath: "/iv", Readonly: true, Image: &runtimeapi.ImageSpec{Image: "busybox"}}}
+		}, invalid: "-"},
 		{name: "device", mod: func(in *Input) {
 			in.Config.Devices = []*runtimeapi.Device{{ContainerPath: "/dev/myfuse", HostPath: "/dev/fuse", Permissions: "rw"}}
 		}, check: func(t *testing.T, s *specs.Spec) {
