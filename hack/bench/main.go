@@ -22,6 +22,7 @@
 //	bench -endpoint berth=unix:///run/berth/berth.sock -endpoint containerd=unix:///run/containerd/containerd.sock \
 //	      -image docker.io/library/busybox:latest -pull-image docker.io/berth-test/big:latest -json out.json
 //	bench table [-steps STEPS.json]... REPORT.json...   print the table of earlier runs
+//	bench wait [-timeout 30s] unix:///path             wait until a runtime answers Version
 //
 // Needs root (it reads other processes' smaps). Everything it starts is
 // torn down on exit, also after a failure or SIGINT; it removes the cgroup
@@ -76,6 +77,12 @@ func main() {
 	log.SetPrefix("bench: ")
 	if len(os.Args) > 1 && os.Args[1] == "table" {
 		if err := tableCommand(os.Args[2:]); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "wait" {
+		if err := waitCommand(os.Args[2:]); err != nil {
 			log.Fatal(err)
 		}
 		return
@@ -696,4 +703,34 @@ func kernel() string {
 		return ""
 	}
 	return strings.TrimSpace(string(data))
+}
+
+// waitCommand waits until the runtime at the endpoint answers Version.
+func waitCommand(args []string) error {
+	fs := flag.NewFlagSet("wait", flag.ContinueOnError)
+	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("usage: bench wait [-timeout D] unix:///path")
+	}
+	e, err := dial("runtime", fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	defer e.conn.Close()
+	deadline := time.Now().Add(*timeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := e.rt.Version(ctx, &runtimeapi.VersionRequest{})
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s does not answer after %s: %w", fs.Arg(0), *timeout, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
