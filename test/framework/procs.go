@@ -28,23 +28,30 @@ func killProcessesUnder(dir string) []string {
 			roots = append(roots, p.pid)
 		}
 	}
+	// The whole tree is collected before anything is signalled, so that a
+	// parent exiting when its child dies cannot hide the rest of the tree.
 	seen := map[int]bool{}
-	var killed []string
+	var tree []int
 	var walk func(pid int)
 	walk = func(pid int) {
 		if seen[pid] {
 			return
 		}
 		seen[pid] = true
+		tree = append(tree, pid)
 		for _, c := range children[pid] {
 			walk(c)
-		}
-		if err := syscall.Kill(pid, syscall.SIGKILL); err == nil {
-			killed = append(killed, fmt.Sprintf("%d %s", pid, cmdlineOf(pid)))
 		}
 	}
 	for _, pid := range roots {
 		walk(pid)
+	}
+	var killed []string
+	for _, pid := range tree {
+		cmd := cmdlineOf(pid)
+		if err := syscall.Kill(pid, syscall.SIGKILL); err == nil {
+			killed = append(killed, fmt.Sprintf("%d %s", pid, cmd))
+		}
 	}
 	if len(killed) > 0 {
 		// Give the kernel a moment to tear the processes down before the

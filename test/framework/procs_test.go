@@ -2,6 +2,7 @@ package framework
 
 import (
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -36,8 +37,8 @@ func TestKillProcessesUnder(t *testing.T) {
 	}
 
 	killed := killProcessesUnder(dir)
-	if len(killed) != 2 {
-		t.Errorf("killed %v, want the monitor and its child", killed)
+	if len(killed) == 0 || !strings.Contains(killed[0], "monitor") {
+		t.Errorf("killed %v, want the monitor first", killed)
 	}
 	<-done
 	if syscall.Kill(child, 0) == nil && !isZombie(child) {
