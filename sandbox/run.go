@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/berth-runtime/berth/internal/cgprime"
 	"github.com/berth-runtime/berth/network"
 )
 
@@ -113,6 +114,10 @@ type stepTimes struct {
 // ADD runs while pause starts. On error the pod is left for undo.
 func (m *Manager) create(ctx context.Context, p *pod, cg *podCgroup, hostNet, hostPID, hostIPC bool, steps *stepTimes) error {
 	id, cfg := p.rec.ID, p.cfg
+	// Pause is moved into the pod cgroup in a few milliseconds (after the
+	// monitor starts): the RCU grace period that move would wait for
+	// passes meanwhile.
+	cgprime.Prime()
 	t := time.Now()
 	files := podFiles{dir: p.rec.Dir}
 	if err := files.write(m.opts.hosts, p.rec.Hostname, hostNet, cfg.GetDnsConfig(), nil); err != nil {
