@@ -30,6 +30,9 @@ func (s *Service) Create(ctx context.Context, podID string, cfg *runtimeapi.Cont
 	if cfg.GetImage().GetImage() == "" {
 		return "", fmt.Errorf("%w: config.image.image: missing", ErrInvalid)
 	}
+	// A plugin connecting meanwhile learns of the container either way.
+	ctx, unblock := s.opts.NRI.BlockSync(ctx)
+	defer unblock()
 	pod, err := s.opts.Pods.Pod(ctx, podID)
 	if err != nil {
 		return "", err
@@ -145,6 +148,11 @@ func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runt
 		}
 		return nil, fmt.Errorf("container %s: %w", id, err)
 	}
+	if !sandbox && s.opts.NRI.Enabled() {
+		if err := s.nriCreate(ctx, &rec, cfg, oci, &undo); err != nil {
+			return nil, err
+		}
+	}
 	rec.UID, rec.GID = int64(oci.Process.User.UID), int64(oci.Process.User.GID)
 	for _, g := range oci.Process.User.AdditionalGids {
 		rec.Groups = append(rec.Groups, int64(g))
@@ -182,11 +190,17 @@ func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runt
 		return nil, fmt.Errorf("container %s: %w", id, err)
 	}
 	c := &ctr{rec: rec, cfg: cfg, resources: cfg.GetLinux().GetResources(), spec: specJSON, exited: make(chan struct{})}
+	if rec.Resources != nil && !sandbox && s.opts.NRI.Enabled() {
+		c.resources = decodeResources(rec.Resources) // as NRI adjusted them
+	}
 	s.mu.Lock()
 	s.ctrs[id] = c
 	s.mu.Unlock()
 	s.publish(runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT, &rec)
 	go s.watch(c, mon)
+	if !sandbox {
+		s.opts.NRI.PostCreateContainer(ctx, c.nriDescribe())
+	}
 	return c, nil
 }
 

@@ -79,6 +79,9 @@ func (s *Service) UpdateResources(ctx context.Context, id string, r *runtimeapi.
 	if err != nil {
 		return err
 	}
+	if s.opts.NRI.Enabled() {
+		return s.nriUpdateResources(ctx, c, r)
+	}
 	c.op.Lock()
 	defer c.op.Unlock()
 	rec := c.snapshot()

@@ -73,6 +73,9 @@ func (s *Service) setExit(c *ctr, e *monitor.Exit, reason string) {
 	later := c.starting
 	close(c.exited)
 	c.mu.Unlock()
+	if !removed && !rec.Sandbox {
+		s.opts.NRI.ContainerExited(c.nriDescribe())
+	}
 	if !removed {
 		if err := s.records.Put(rec.ID, &rec); err != nil {
 			s.log.Error("record container exit", "container", rec.ID, "error", err)
@@ -89,6 +92,8 @@ func (s *Service) Start(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	ctx, unblock := s.opts.NRI.BlockSync(ctx)
+	defer unblock()
 	return s.start(ctx, c)
 }
 
@@ -98,6 +103,11 @@ func (s *Service) start(ctx context.Context, c *ctr) error {
 	rec := c.snapshot()
 	if rec.State != StateCreated || c.isExited() {
 		return fmt.Errorf("%w: container %s is %s, not created", ErrState, rec.ID, rec.State)
+	}
+	if !rec.Sandbox {
+		if err := s.opts.NRI.StartContainer(ctx, c.nriDescribe()); err != nil {
+			return fmt.Errorf("container %s: %w", rec.ID, err)
+		}
 	}
 	mon := s.existingMonitor(rec.PodID)
 	c.mu.Lock()
@@ -131,6 +141,9 @@ func (s *Service) start(ctx context.Context, c *ctr) error {
 	if stopped {
 		s.publish(runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, &rec)
 	}
+	if !rec.Sandbox {
+		s.opts.NRI.PostStartContainer(ctx, c.nriDescribe())
+	}
 	return nil
 }
 
@@ -146,7 +159,13 @@ func (s *Service) Stop(ctx context.Context, id string, timeout time.Duration) er
 	if err != nil {
 		return err
 	}
-	return s.stop(ctx, c, timeout)
+	ctx, unblock := s.opts.NRI.BlockSync(ctx)
+	defer unblock()
+	if err := s.stop(ctx, c, timeout); err != nil {
+		return err
+	}
+	s.nriStopped(ctx, c)
+	return nil
 }
 
 func (s *Service) stop(ctx context.Context, c *ctr, timeout time.Duration) error {
@@ -207,6 +226,8 @@ func (s *Service) Remove(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	ctx, unblock := s.opts.NRI.BlockSync(ctx)
+	defer unblock()
 	c.op.Lock()
 	defer c.op.Unlock()
 	if c.removed {
@@ -230,6 +251,7 @@ func (s *Service) Remove(ctx context.Context, id string) error {
 		}
 	}
 	s.mu.Unlock()
+	s.opts.NRI.RemoveContainer(ctx, c.nriDescribe())
 	s.publish(runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, &rec)
 	return nil
 }
@@ -288,7 +310,11 @@ func (s *Service) podContainers(podID string) []*ctr {
 func (s *Service) StopPodContainers(ctx context.Context, podID string) error {
 	var errs []error
 	for _, c := range s.podContainers(podID) {
-		errs = append(errs, s.stop(ctx, c, 0))
+		err := s.stop(ctx, c, 0)
+		if err == nil {
+			s.nriStopped(ctx, c)
+		}
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/berth-runtime/berth/container/spec"
 	"github.com/berth-runtime/berth/internal/events"
 	"github.com/berth-runtime/berth/internal/store"
+	"github.com/berth-runtime/berth/nri"
 )
 
 // Errors callers map to CRI status codes; returned errors wrap one of them
@@ -81,6 +82,9 @@ type Options struct {
 	Logger        *slog.Logger
 	// Events gets the containers' lifecycle events; nil drops them.
 	Events *events.Bus
+	// NRI relays the containers' lifecycle to NRI plugins (nri.go); nil
+	// is no NRI.
+	NRI *nri.NRI
 }
 
 // Service runs containers.

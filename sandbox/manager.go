@@ -15,6 +15,7 @@ import (
 	"github.com/berth-runtime/berth/internal/events"
 	"github.com/berth-runtime/berth/internal/store"
 	"github.com/berth-runtime/berth/network"
+	"github.com/berth-runtime/berth/nri"
 )
 
 // Network is the CNI side of a pod, as network.CNI implements it.
@@ -54,7 +55,9 @@ type Options struct {
 	Logger     *slog.Logger
 	// Events gets the pods' lifecycle events; nil drops them.
 	Events *events.Bus
-	hosts  hostSource // tests only
+	// NRI relays the pods' lifecycle to NRI plugins; nil is no NRI.
+	NRI   *nri.NRI
+	hosts hostSource // tests only
 }
 
 // Manager runs pod sandboxes. It answers every query from memory.

@@ -19,6 +19,8 @@ func (m *Manager) Remove(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	ctx, unblock := m.opts.NRI.BlockSync(ctx)
+	defer unblock()
 	p.op.Lock()
 	defer p.op.Unlock()
 	if p.removed {
@@ -30,6 +32,7 @@ func (m *Manager) Remove(ctx context.Context, id string) error {
 			return fmt.Errorf("pod %s: stop containers: %w", rec.ID, err)
 		}
 	}
+	m.opts.NRI.StopPodSandbox(ctx, p.nriDescribe())
 	if err := m.release(ctx, p); err != nil {
 		return err
 	}
@@ -43,9 +46,11 @@ func (m *Manager) Remove(ctx context.Context, id string) error {
 		return fmt.Errorf("pod %s: %w", rec.ID, err)
 	}
 	last, _, _ := m.Status(ctx, rec.ID, false)
+	described := p.nriDescribe()
 	if err := m.purge(ctx, p, cg); err != nil {
 		return err
 	}
+	m.opts.NRI.RemovePodSandbox(ctx, described)
 	m.log.Info("pod sandbox removed", "pod", rec.ID)
 	m.publishStatus(runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, rec.ID, last)
 	return nil

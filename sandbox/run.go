@@ -96,6 +96,20 @@ func (m *Manager) run(ctx context.Context, cfg *runtimeapi.PodSandboxConfig, han
 		}
 		return "", err
 	}
+	// Plugins see the pod before anyone else does: not listed, and no
+	// container can be created in it, until they have answered.
+	nctx, unblock := m.opts.NRI.BlockSync(ctx)
+	defer unblock()
+	if err := m.opts.NRI.RunPodSandbox(nctx, p.nriDescribe()); err != nil {
+		// Pause runs and is watched: the watcher must not see its stop as
+		// a death.
+		p.op.Lock()
+		defer p.op.Unlock()
+		if uerr := m.undo(context.WithoutCancel(ctx), p, cg); uerr != nil {
+			m.log.Error("undo failed RunPodSandbox", "pod", id, "error", uerr)
+		}
+		return "", fmt.Errorf("pod %s: %w", id, err)
+	}
 	m.add(p)
 	m.publishStarted(id)
 	m.log.Info("pod sandbox ready", "pod", id, "name", nameKey(cfg.GetMetadata()),

@@ -21,6 +21,8 @@ func (m *Manager) Stop(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	ctx, unblock := m.opts.NRI.BlockSync(ctx)
+	defer unblock()
 	p.op.Lock()
 	defer p.op.Unlock()
 	if p.removed {
@@ -31,6 +33,8 @@ func (m *Manager) Stop(ctx context.Context, id string) error {
 			return fmt.Errorf("pod %s: stop containers: %w", p.rec.ID, err)
 		}
 	}
+	// Its containers stopped, its network and pause still there.
+	m.opts.NRI.StopPodSandbox(ctx, p.nriDescribe())
 	rec, _ := p.snapshot()
 	if err := m.release(ctx, p); err != nil {
 		return err

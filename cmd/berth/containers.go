@@ -13,13 +13,14 @@ import (
 	"github.com/berth-runtime/berth/image"
 	"github.com/berth-runtime/berth/internal/config"
 	"github.com/berth-runtime/berth/internal/events"
+	"github.com/berth-runtime/berth/nri"
 	"github.com/berth-runtime/berth/sandbox"
 )
 
 // newContainers builds the container service on top of the pod and image
 // services. It reattaches to the monitors of the previous run before it
 // returns.
-func newContainers(ctx context.Context, cfg *config.Config, pods container.Pods, images *image.Service, bus *events.Bus, log *slog.Logger) (*container.Service, error) {
+func newContainers(ctx context.Context, cfg *config.Config, pods container.Pods, images *image.Service, bus *events.Bus, n *nri.NRI, log *slog.Logger) (*container.Service, error) {
 	return container.New(ctx, container.Options{
 		Root:   cfg.Root,
 		State:  cfg.State,
@@ -27,6 +28,7 @@ func newContainers(ctx context.Context, cfg *config.Config, pods container.Pods,
 		Images: imagesAdapter{images},
 		Logger: log,
 		Events: bus,
+		NRI:    n,
 	})
 }
 

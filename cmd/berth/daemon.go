@@ -134,18 +134,29 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	// the pods' monitors, which the container service owns.
 	// Lifecycle events go from the services to GetContainerEvents.
 	bus := events.NewBus()
+	// NRI plugins hear of every pod and container; nil unless enabled.
+	nriAPI, err := newNRI(cfg, log)
+	if err != nil {
+		return err
+	}
 	late := &latePods{}
-	containers, err := newContainers(ctx, cfg, late, images, bus, log)
+	containers, err := newContainers(ctx, cfg, late, images, bus, nriAPI, log)
 	if err != nil {
 		return err
 	}
 	defer containers.Close()
-	cni, pods, err := newPods(ctx, cfg, log, containers, bus)
+	cni, pods, err := newPods(ctx, cfg, log, containers, bus, nriAPI)
 	if err != nil {
 		return err
 	}
 	defer pods.Close()
 	late.set(pods)
+	// Before CRI is served: plugins start synchronised with the pods and
+	// containers recovered above.
+	if err := startNRI(nriAPI, pods, containers); err != nil {
+		return err
+	}
+	defer nriAPI.Stop()
 	streams, err := streaming.New(streaming.Options{
 		Address: cfg.StreamAddress, Containers: containers, Pods: pods, Logger: log,
 	})

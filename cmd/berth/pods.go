@@ -9,13 +9,14 @@ import (
 	"github.com/berth-runtime/berth/internal/config"
 	"github.com/berth-runtime/berth/internal/events"
 	"github.com/berth-runtime/berth/network"
+	"github.com/berth-runtime/berth/nri"
 	"github.com/berth-runtime/berth/sandbox"
 )
 
 // newPods builds pod networking (libcni, watching the conf dir for
 // NetworkReady) and the sandbox service, which reloads and reconciles the
 // pods of the previous run before it returns.
-func newPods(ctx context.Context, cfg *config.Config, log *slog.Logger, containers *container.Service, bus *events.Bus) (*network.CNI, *sandbox.Manager, error) {
+func newPods(ctx context.Context, cfg *config.Config, log *slog.Logger, containers *container.Service, bus *events.Bus, n *nri.NRI) (*network.CNI, *sandbox.Manager, error) {
 	netCfg := network.Config{
 		ConfDir:  cfg.CNI.ConfDir,
 		BinDirs:  cfg.CNI.BinDirs,
@@ -42,6 +43,7 @@ func newPods(ctx context.Context, cfg *config.Config, log *slog.Logger, containe
 		Containers:   containers,
 		Logger:       log,
 		Events:       bus,
+		NRI:          n,
 	})
 	if err != nil {
 		return nil, nil, err

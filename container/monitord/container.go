@@ -321,6 +321,9 @@ func (c *ctr) update(r *specs.LinuxResources) error {
 	linux := *c.spec.Linux
 	res := *c.spec.Linux.Resources
 	res.CPU, res.Memory, res.HugepageLimits, res.Unified = r.CPU, r.Memory, r.HugepageLimits, r.Unified
+	if r.Pids != nil { // only NRI plugins change it
+		res.Pids = r.Pids
+	}
 	linux.Resources = &res
 	next.Linux = &linux
 	nc, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{CgroupName: c.id, Spec: &next})

@@ -37,6 +37,7 @@ type Config struct {
 	SocketGroup    string `toml:"socket_group" flag:"socket-group" doc:"Group name or numeric gid that owns the socket (mode 0660); empty keeps root."`
 	PauseImage     string `toml:"pause_image" flag:"pause-image" doc:"Image run as every pod's infra (pause) container instead of the pause built into berth, e.g. registry.k8s.io/pause:3.10; pulled (through the registry mirrors) when a pod needs it and it is missing."`
 	CNI            CNI    `toml:"cni" doc:"Pod networking with CNI plugins."`
+	NRI            NRI    `toml:"nri" doc:"NRI (Node Resource Interface) plugins, as in containerd and CRI-O: they see every pod and container event and may adjust containers as they are created (devices, mounts, environment, resources...) and update them later. See docs/nri.md."`
 
 	ImagePullStallTimeout  string              `toml:"image_pull_stall_timeout" flag:"image-pull-stall-timeout" check:"duration" doc:"A pull fails when a registry sends nothing for this long (a Go duration such as 1m or 30s; 0 disables the check)."`
 	MaxConcurrentDownloads int                 `toml:"max_concurrent_downloads" flag:"max-concurrent-downloads" doc:"Image layers downloaded at the same time, across all pulls."`
@@ -64,6 +65,17 @@ type CNI struct {
 	DefaultSubnet  string `toml:"default_subnet" flag:"default-network-subnet" check:"cidr" doc:"Pod subnet of the default network; empty means 10.88.0.0/16."`
 }
 
+// NRI configures NRI plugin support.
+type NRI struct {
+	Enable                    bool   `toml:"enable" flag:"nri" doc:"Run NRI: start the plugins of plugin_path and accept external plugins on socket_path. Off by default: the socket path is shared by every runtime of the host (containerd's default is the same path, and the socket is replaced at start)."`
+	SocketPath                string `toml:"socket_path" flag:"nri-socket" check:"abs" doc:"Unix socket external NRI plugins connect to."`
+	PluginPath                string `toml:"plugin_path" check:"abs" doc:"Directory of pre-installed NRI plugins (executables named <index>-<name>), started by berth."`
+	PluginConfigPath          string `toml:"plugin_config_path" check:"abs" doc:"Directory of the pre-installed plugins' configuration files (<index>-<name>.conf or <name>.conf)."`
+	DisableConnections        bool   `toml:"disable_connections" doc:"Refuse external plugins: only those of plugin_path run, and no socket is created."`
+	PluginRegistrationTimeout string `toml:"plugin_registration_timeout" check:"duration" doc:"How long a plugin may take to register once connected (a Go duration)."`
+	PluginRequestTimeout      string `toml:"plugin_request_timeout" check:"duration" doc:"How long a plugin may take to answer one request (a Go duration); a plugin that does not answer in time is disconnected, and the request goes on without it."`
+}
+
 // Default returns the built-in configuration, the base that the file and
 // the flags override.
 func Default() *Config {
@@ -80,6 +92,13 @@ func Default() *Config {
 		CNI: CNI{
 			ConfDir: "/etc/cni/net.d",
 			BinDirs: []string{"/opt/cni/bin"},
+		},
+		NRI: NRI{
+			SocketPath:                "/var/run/nri/nri.sock",
+			PluginPath:                "/opt/nri/plugins",
+			PluginConfigPath:          "/etc/nri/conf.d",
+			PluginRegistrationTimeout: "5s",
+			PluginRequestTimeout:      "2s",
 		},
 		ImagePullStallTimeout:  "1m",
 		MaxConcurrentDownloads: 3,
