@@ -120,12 +120,23 @@ func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runt
 	}
 	undo = append(undo, func() { s.records.Delete(id) })
 	undo = append(undo, func() { os.RemoveAll(dir); os.RemoveAll(upper) })
-	if err := mountRootfs(id, img.LowerDirs, upper, rootfs); err != nil {
+	var idm *idmap
+	if u := podUserNS(podCfg); u != nil {
+		if sandbox {
+			return nil, fmt.Errorf("%w: container %s: a pause image cannot run in a user namespace", ErrInvalid, id)
+		}
+		if idm, err = openIDMap(u, pod.PausePID, dir); err != nil {
+			return nil, fmt.Errorf("container %s: %w", id, err)
+		}
+		defer idm.close()
+		undo = append(undo, func() { unmountIDMapScratch(dir) })
+	}
+	if err := mountRootfs(id, img.LowerDirs, upper, rootfs, idm); err != nil {
 		return nil, err
 	}
 	undo = append(undo, func() { unmountRootfs(rootfs) })
 	undo = append(undo, func() { unmountImageVolumes(dir) })
-	volSources, err := mountImageVolumes(cfg, vols, volLayers)
+	volSources, err := mountImageVolumes(cfg, vols, volLayers, idm)
 	if err != nil {
 		return nil, fmt.Errorf("container %s: %w", id, err)
 	}

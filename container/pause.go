@@ -34,6 +34,9 @@ type PauseSpec struct {
 	// CgroupDirs are the pod cgroup's directories the built-in pause is
 	// moved into.
 	CgroupDirs []string
+	// UserNS clones the built-in pause into a new user namespace, and a
+	// network namespace it owns (Pod.NetNSPath is then empty).
+	UserNS *monitor.UserNS
 }
 
 // StartPause starts the pod's monitor, then pause as its child, and
@@ -46,13 +49,15 @@ func (s *Service) StartPause(ctx context.Context, ps *PauseSpec) (int, error) {
 		return 0, err
 	}
 	var pid int
-	if ps.Image != "" {
+	if ps.Image != "" && ps.UserNS != nil {
+		err = fmt.Errorf("%w: pod %s: user namespaces need the built-in pause (pause_image is set)", ErrInvalid, podID)
+	} else if ps.Image != "" {
 		pid, err = s.startPauseContainer(ctx, ps)
 	} else {
 		var resp *monitor.Response
 		resp, err = m.client.Call(ctx, &monitor.Request{Op: monitor.OpRunPause, ID: podID, Pause: &monitor.PauseRequest{
 			Args: ps.Args, Env: ps.Env, NetNS: ps.Pod.NetNSPath,
-			NewIPC: ps.NewIPC, NewUTS: ps.NewUTS, NewPID: ps.NewPID,
+			NewIPC: ps.NewIPC, NewUTS: ps.NewUTS, NewPID: ps.NewPID, UserNS: ps.UserNS,
 			CgroupDirs: ps.CgroupDirs, Dir: m.paths.Dir,
 		}})
 		if err == nil {

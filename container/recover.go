@@ -89,6 +89,10 @@ func (s *Service) collectOrphans() {
 				s.log.Warn("unmount orphan image volumes", "path", p, "error", err)
 				continue
 			}
+			if err := unmountIDMapScratch(p); err != nil {
+				s.log.Warn("unmount orphan id-mapped layers", "path", p, "error", err)
+				continue
+			}
 			s.log.Info("removing container leftovers", "path", p)
 			os.RemoveAll(p)
 		}

@@ -13,12 +13,26 @@ import (
 // mountRootfs mounts the image's layers with a private writable layer on
 // top. The upper layer lives under the persistent root, not on the state
 // tmpfs, so a container writing a lot does not eat the node's memory.
-func mountRootfs(id string, lower []string, upper, target string) error {
+// With idm (a pod in its own user namespace) the layers are id-mapped
+// into the pod's user namespace and the writable layer's root belongs to
+// the pod's root.
+func mountRootfs(id string, lower []string, upper, target string, idm *idmap) error {
 	if len(lower) == 0 {
 		return fmt.Errorf("container %s: image has no layers", id)
 	}
 	for _, d := range []string{filepath.Join(upper, "upper"), filepath.Join(upper, "work"), target} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("container %s: %w", id, err)
+		}
+	}
+	if idm != nil {
+		mapped, done, err := idm.layers("rootfs", lower)
+		if err != nil {
+			return fmt.Errorf("container %s: %w", id, err)
+		}
+		defer done()
+		lower = mapped
+		if err := os.Chown(filepath.Join(upper, "upper"), int(idm.uid), int(idm.gid)); err != nil {
 			return fmt.Errorf("container %s: %w", id, err)
 		}
 	}

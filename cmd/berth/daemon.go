@@ -181,6 +181,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		Events:           bus,
 		Logger:           log,
 		Metrics:          metrics,
+		UserNamespaces:   probeUserNamespaces(cfg, log),
 		DebugPanicMethod: os.Getenv(debugPanicEnv),
 	})
 	if err != nil {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/berth-runtime/berth/container/monitor"
 	"github.com/berth-runtime/berth/container/spec"
+	"github.com/berth-runtime/berth/internal/cgprime"
 	"github.com/berth-runtime/berth/internal/config"
 	"github.com/berth-runtime/berth/network"
 	"github.com/berth-runtime/berth/sandbox"
@@ -261,6 +262,9 @@ func (e *stepEnv) pod(ctx context.Context, record bool) error {
 	}
 	bg := context.WithoutCancel(ctx)
 
+	// As RunPodSandbox: pause's move into the pod cgroup, a few
+	// milliseconds from now, finds its RCU grace period passed.
+	cgprime.Prime()
 	podID, ctrID := randomID(), randomID()
 	cgParent := "/berth-timings-" + podID[:12]
 	podDir := filepath.Join(e.state, "sandboxes", podID)
@@ -316,7 +320,7 @@ func (e *stepEnv) pod(ctx context.Context, record bool) error {
 	cniRel := made("CNI DEL", func() error { return e.cni.Teardown(bg, npod) })
 
 	// The pod's monitor, then pause as its child (berth runs these beside
-	// CNI ADD).
+	// CNI ADD, having primed the cgroup migration at the start).
 	paths := monitor.PathsFor(e.state, podID)
 	mon := &monitor.Client{Socket: paths.Socket}
 	var monProc *os.Process

@@ -31,6 +31,7 @@ func (r *monitorPause) Start(ctx context.Context, s *sandbox.PauseSpec) (*sandbo
 		Image:  r.image,
 		NewIPC: s.NewIPC, NewUTS: s.NewUTS, NewPID: s.NewPID,
 		CgroupDirs: s.CgroupDirs,
+		UserNS:     container.MonitorUserNS(s.UserNS),
 	}
 	if r.image == "" {
 		var err error

@@ -1,5 +1,13 @@
 package monitor
 
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+)
+
 // OpRunPause starts the pod's built-in pause process as a child of the
 // monitor (Request.Pause). Once started, pause is addressed like a
 // container whose id is the pod's id: OpStatus, OpWait and OpSignal work
@@ -21,9 +29,64 @@ type PauseRequest struct {
 	NewIPC bool `json:"newIpc,omitempty"`
 	NewUTS bool `json:"newUts,omitempty"`
 	NewPID bool `json:"newPid,omitempty"`
+	// UserNS, when set, clones pause into a new user namespace with these
+	// mappings, and into a new network namespace too (NetNS is then
+	// empty): every namespace of the pod is owned by its user namespace,
+	// so that the pod's root may administer them. Berth pins the network
+	// namespace from pause afterwards.
+	UserNS *UserNS `json:"userns,omitempty"`
 	// CgroupDirs are the pod cgroup's directories, one per hierarchy: the
 	// monitor moves pause into each before pause reports ready.
 	CgroupDirs []string `json:"cgroupDirs,omitempty"`
 	// Dir receives ExitFile when pause exits.
 	Dir string `json:"dir"`
+}
+
+// UserNS is a user namespace's single uid and gid mappings.
+type UserNS struct {
+	UIDs []IDMap `json:"uids"`
+	GIDs []IDMap `json:"gids"`
+}
+
+// IDMap maps Size ids from ContainerID inside to HostID outside.
+type IDMap struct {
+	ContainerID uint32 `json:"containerId"`
+	HostID      uint32 `json:"hostId"`
+	Size        uint32 `json:"size"`
+}
+
+// CloneIntoUserNS makes cmd (not started) clone its process into a new
+// user namespace with u's mappings, and into a new network namespace that
+// user namespace owns; groups may be set in it, as containers joining it
+// need. The program is executed through an open file, passed as the
+// child's next free fd after cmd.ExtraFiles: as root of the new namespace
+// the child could not search a host directory closed to others (a 0700
+// temp dir). The caller closes the returned file once cmd has started.
+func CloneIntoUserNS(cmd *exec.Cmd, u *UserNS) (*os.File, error) {
+	if u == nil || len(u.UIDs) == 0 || len(u.GIDs) == 0 {
+		return nil, errors.New("user namespace without uid or gid mappings")
+	}
+	exe, err := os.Open(cmd.Path)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", cmd.Path, err)
+	}
+	cmd.ExtraFiles = append(cmd.ExtraFiles, exe)
+	cmd.Path = fmt.Sprintf("/proc/self/fd/%d", 2+len(cmd.ExtraFiles))
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	attr := cmd.SysProcAttr
+	attr.Cloneflags |= syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET
+	for _, m := range u.UIDs {
+		attr.UidMappings = append(attr.UidMappings, syscall.SysProcIDMap{ContainerID: int(m.ContainerID), HostID: int(m.HostID), Size: int(m.Size)})
+	}
+	for _, m := range u.GIDs {
+		attr.GidMappings = append(attr.GidMappings, syscall.SysProcIDMap{ContainerID: int(m.ContainerID), HostID: int(m.HostID), Size: int(m.Size)})
+	}
+	attr.GidMappingsEnableSetgroups = true
+	// Cloned, it is still the host's root, whom the new namespace does
+	// not map: it becomes the namespace's root (and holds its
+	// capabilities) by setting its ids there.
+	attr.Credential = &syscall.Credential{Uid: 0, Gid: 0}
+	return exe, nil
 }

@@ -98,6 +98,18 @@ func (p *pauseProc) start(r *monitor.PauseRequest) error {
 	}
 	// Its own process group: a signal to the monitor's group is not for it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Cloneflags: flags}
+	var exe *os.File
+	if r.UserNS != nil {
+		if r.NetNS != "" {
+			syncW.Close()
+			return errors.New("a pause in a user namespace makes its own network namespace: no netns to join")
+		}
+		if exe, err = monitor.CloneIntoUserNS(cmd, r.UserNS); err != nil {
+			syncW.Close()
+			return err
+		}
+		defer exe.Close()
+	}
 	err = startInNetNS(r.NetNS, cmd)
 	syncW.Close()
 	if err != nil {
