@@ -85,14 +85,14 @@ func (s *Service) leaseImageVolumes(ctx context.Context, cfg *runtimeapi.Contain
 // mountImageVolumes mounts each leased image read-only and returns what
 // the spec binds for each mount: the mountpoint, or the image's sub path
 // under it.
-func mountImageVolumes(cfg *runtimeapi.ContainerConfig, vols []ImageVolume, layers [][]string) (map[int]string, error) {
+func mountImageVolumes(cfg *runtimeapi.ContainerConfig, vols []ImageVolume, layers [][]string, idm *idmap) (map[int]string, error) {
 	if len(vols) == 0 {
 		return nil, nil
 	}
 	out := make(map[int]string, len(vols))
 	for k, v := range vols {
 		m := cfg.GetMounts()[v.Mount]
-		if err := mountImageReadOnly(layers[k], v.Dir); err != nil {
+		if err := mountImageReadOnly(layers[k], v.Dir, idm); err != nil {
 			return nil, fmt.Errorf("mounts[%d]: image %s: %w", v.Mount, m.GetImage().GetImage(), err)
 		}
 		src := v.Dir
@@ -111,13 +111,22 @@ func mountImageVolumes(cfg *runtimeapi.ContainerConfig, vols []ImageVolume, laye
 // mountImageReadOnly mounts an image's layers (top first) at target as a
 // read-only overlay: no upper layer, whiteouts applied. Overlay needs two
 // lower layers when it has no upper one, so a one-layer image gets an
-// empty second.
-func mountImageReadOnly(lower []string, target string) error {
+// empty second. With idm, the layers are id-mapped into the pod's user
+// namespace.
+func mountImageReadOnly(lower []string, target string, idm *idmap) error {
 	if len(lower) == 0 {
 		return errors.New("image has no layers")
 	}
 	if err := os.MkdirAll(target, 0o755); err != nil {
 		return err
+	}
+	if idm != nil {
+		mapped, done, err := idm.layers("volume-"+filepath.Base(target), lower)
+		if err != nil {
+			return err
+		}
+		defer done()
+		lower = mapped
 	}
 	if len(lower) == 1 {
 		empty := target + ".empty"

@@ -103,7 +103,7 @@ func TestMountImageReadOnly(t *testing.T) {
 	state := filepath.Join(dir, "state")
 	for name, lower := range map[string][]string{"0": {bottom}, "1": {top, bottom}} {
 		target := filepath.Join(state, volumesDir, name)
-		if err := mountImageReadOnly(lower, target); err != nil {
+		if err := mountImageReadOnly(lower, target, nil); err != nil {
 			t.Fatalf("%v: %v", lower, err)
 		}
 		if _, err := os.Stat(filepath.Join(target, "bin/sh")); err != nil {

@@ -35,6 +35,11 @@ type PauseSpec struct {
 	Attach func(pid int) error
 	// Config is the pod's configuration.
 	Config *runtimeapi.PodSandboxConfig
+	// UserNS, when set, clones pause into a new user namespace with its
+	// mappings (the pod's, mode POD) and into a new network namespace
+	// that user namespace owns: NetNS is then empty, and the sandbox pins
+	// pause's network namespace once it runs.
+	UserNS *runtimeapi.UserNamespace
 }
 
 // PauseRuntime starts and owns pause processes. Berth's runtime is the
@@ -113,6 +118,9 @@ func (d *DirectPause) Removed(ctx context.Context, podID string) error { return 
 
 // Start implements PauseRuntime.
 func (d *DirectPause) Start(ctx context.Context, spec *PauseSpec) (*Process, error) {
+	if spec.UserNS != nil {
+		return nil, fmt.Errorf("pod %s: %w: user namespaces need the monitor's pause", spec.PodID, ErrInvalid)
+	}
 	args, env, err := PauseCommand(spec, d.Command)
 	if err != nil {
 		return nil, err

@@ -91,6 +91,17 @@ func namespaces(cfg *runtimeapi.PodSandboxConfig) (hostNet, hostPID, hostIPC boo
 		o.GetIpc() == runtimeapi.NamespaceMode_NODE
 }
 
+// userNamespace is the pod's own user namespace (mode POD), nil when it
+// shares the node's (no options at all too, although the zero mode is
+// POD). The server has checked its mappings.
+func userNamespace(cfg *runtimeapi.PodSandboxConfig) *runtimeapi.UserNamespace {
+	u := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions()
+	if u == nil || u.GetMode() != runtimeapi.NamespaceMode_POD {
+		return nil
+	}
+	return u
+}
+
 // networkPod is what CNI is told about the pod.
 func networkPod(rec *Record, cfg *runtimeapi.PodSandboxConfig) *network.Pod {
 	md := cfg.GetMetadata()

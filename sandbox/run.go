@@ -49,6 +49,9 @@ func (m *Manager) run(ctx context.Context, cfg *runtimeapi.PodSandboxConfig, han
 	start := time.Now()
 	id := newID()
 	hostNet, hostPID, hostIPC := namespaces(cfg)
+	if userNamespace(cfg) != nil && (hostNet || hostPID || hostIPC) {
+		return "", fmt.Errorf("pod %s: %w: a pod in its own user namespace cannot share the node's network, PID or IPC namespace", id, ErrInvalid)
+	}
 	if err := checkSysctls(cfg.GetLinux().GetSysctls(), hostNet, hostIPC); err != nil {
 		return "", fmt.Errorf("pod %s: %w", id, err)
 	}
@@ -148,7 +151,11 @@ func (m *Manager) create(ctx context.Context, p *pod, cg *podCgroup, hostNet, ho
 		netErr error
 	)
 	steps.files = time.Since(t)
-	if !hostNet {
+	// In its own user namespace, the pod's network namespace is made by
+	// pause (so that the user namespace owns it), then pinned: CNI ADD
+	// runs after pause instead of beside it.
+	userNS := userNamespace(cfg)
+	if !hostNet && userNS == nil {
 		t = time.Now()
 		if _, err := m.netns.Create(ctx, id); err != nil {
 			return err
@@ -178,6 +185,10 @@ func (m *Manager) create(ctx context.Context, p *pod, cg *podCgroup, hostNet, ho
 		CgroupDirs: cgDirs,
 		Attach:     cg.Attach,
 		Config:     cfg,
+		UserNS:     userNS,
+	}
+	if userNS != nil {
+		spec.NetNS = ""
 	}
 	if !hostNet {
 		spec.Hostname = p.rec.Hostname
@@ -185,6 +196,17 @@ func (m *Manager) create(ctx context.Context, p *pod, cg *podCgroup, hostNet, ho
 	t = time.Now()
 	proc, pauseErr := m.pause.Start(ctx, spec)
 	steps.pause = time.Since(t)
+	if userNS != nil && !hostNet && pauseErr == nil {
+		t = time.Now()
+		if _, err := m.netns.Adopt(ctx, id, proc.Pid()); err != nil {
+			pauseErr = fmt.Errorf("pod %s: %w", id, err)
+		} else {
+			steps.netns = time.Since(t)
+			t = time.Now()
+			netRes, netErr = m.net.Setup(ctx, networkPod(&p.rec, cfg))
+			steps.cni = time.Since(t)
+		}
+	}
 	wg.Wait()
 	if proc != nil {
 		p.pause = proc

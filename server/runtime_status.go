@@ -46,8 +46,10 @@ func (s *Server) handlers() []*runtimeapi.RuntimeHandler {
 			// Mount.recursive_read_only becomes libcontainer's "rro",
 			// mount_setattr(2) with AT_RECURSIVE: only where the kernel has it.
 			RecursiveReadOnlyMounts: s.rro,
-			// No user namespaces yet.
-			UserNamespaces: false,
+			// Pods in their own user namespace (mode POD), with id-mapped
+			// rootfs layers and volumes: where berth's start-up probe
+			// found it all works.
+			UserNamespaces: s.userns,
 		}})
 	}
 	return out

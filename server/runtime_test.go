@@ -113,7 +113,17 @@ func TestStatusFeatures(t *testing.T) {
 		case f.GetRecursiveReadOnlyMounts() != kernelHasMountSetattr():
 			t.Errorf("handler %q: recursive_read_only_mounts = %v, kernel has mount_setattr: %v", name, f.GetRecursiveReadOnlyMounts(), kernelHasMountSetattr())
 		case f.GetUserNamespaces():
-			t.Errorf("handler %q: user_namespaces reported, berth has none", name)
+			t.Errorf("handler %q: user_namespaces reported, but the options say none", name)
+		}
+	}
+	s, _ = newTestServer(t, func(o *Options) { o.UserNamespaces = true })
+	got, err = s.Status(context.Background(), &runtimeapi.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range got.GetRuntimeHandlers() {
+		if !h.GetFeatures().GetUserNamespaces() {
+			t.Errorf("handler %q: user_namespaces not reported", h.GetName())
 		}
 	}
 	if got.GetRuntimeHandlers()[0].GetName() != "" {

@@ -3,7 +3,11 @@ package server
 import (
 	"context"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-runtime/berth/container/spec"
 )
 
 // runtimeHandlers are the handler names RunPodSandbox accepts: berth has
@@ -18,6 +22,9 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	}
 	if err := validatePodSandboxConfig(req.GetConfig()); err != nil {
 		return nil, err
+	}
+	if u := req.GetConfig().GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions(); u != nil && u.GetMode() == runtimeapi.NamespaceMode_POD && !s.userns {
+		return nil, status.Error(codes.Unimplemented, "config.linux.security_context.namespace_options.userns_options: user namespaces are not supported by this berth (its log at start says why)")
 	}
 	if !runtimeHandlers[req.GetRuntimeHandler()] {
 		return nil, invalidf("runtime_handler %q is not supported: use \"\" (or runc, berth)", req.GetRuntimeHandler())
@@ -47,6 +54,9 @@ func validatePodSandboxConfig(cfg *runtimeapi.PodSandboxConfig) error {
 	// specified; otherwise, the runtime MUST error."
 	if sc := cfg.GetLinux().GetSecurityContext(); sc.GetRunAsGroup() != nil && sc.GetRunAsUser() == nil {
 		return invalidf("config.linux.security_context.run_as_group is set without run_as_user")
+	}
+	if _, err := spec.UserNamespace(cfg.GetLinux().GetSecurityContext().GetNamespaceOptions(), "config.linux.security_context.namespace_options"); err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	return nil
 }

@@ -94,6 +94,44 @@ func TestRunPodSandboxValidation(t *testing.T) {
 	}
 }
 
+// TestRunPodSandboxUserNamespace: a pod's user namespace option is
+// checked (InvalidArgument naming the field), and a valid one reaches the
+// sandbox service only where berth supports user namespaces.
+func TestRunPodSandboxUserNamespace(t *testing.T) {
+	m := []*runtimeapi.IDMapping{{ContainerId: 0, HostId: 1 << 20, Length: 65536}}
+	withUserNS := func(o *runtimeapi.NamespaceOption) *runtimeapi.PodSandboxConfig {
+		return withSecurity(&runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: o})
+	}
+	pod := &runtimeapi.UserNamespace{Mode: runtimeapi.NamespaceMode_POD, Uids: m, Gids: m}
+	tests := []struct {
+		name      string
+		cfg       *runtimeapi.PodSandboxConfig
+		supported bool
+		want      codes.Code
+	}{
+		{"no option", withUserNS(&runtimeapi.NamespaceOption{}), false, codes.OK},
+		{"node", withUserNS(&runtimeapi.NamespaceOption{UsernsOptions: &runtimeapi.UserNamespace{Mode: runtimeapi.NamespaceMode_NODE}}), false, codes.OK},
+		{"pod, supported", withUserNS(&runtimeapi.NamespaceOption{UsernsOptions: pod}), true, codes.OK},
+		{"pod, unsupported", withUserNS(&runtimeapi.NamespaceOption{UsernsOptions: pod}), false, codes.Unimplemented},
+		{"container mode", withUserNS(&runtimeapi.NamespaceOption{UsernsOptions: &runtimeapi.UserNamespace{Mode: runtimeapi.NamespaceMode_CONTAINER}}), true, codes.InvalidArgument},
+		{"two mappings", withUserNS(&runtimeapi.NamespaceOption{UsernsOptions: &runtimeapi.UserNamespace{Mode: runtimeapi.NamespaceMode_POD, Uids: append(m, m[0]), Gids: m}}), true, codes.InvalidArgument},
+		{"host network", withUserNS(&runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE, UsernsOptions: pod}), true, codes.InvalidArgument},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := &fakeSandboxes{}
+			s, _ := newTestServer(t, func(o *Options) { o.Sandboxes = fake; o.UserNamespaces = tt.supported })
+			_, err := s.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: tt.cfg})
+			if st := status.Convert(err); st.Code() != tt.want || (tt.want != codes.OK && !strings.Contains(st.Message(), "userns_options")) {
+				t.Fatalf("= %v, want %v naming userns_options", err, tt.want)
+			}
+			if tt.want != codes.OK && len(fake.calls) > 0 {
+				t.Error("a refused request reached the sandbox service")
+			}
+		})
+	}
+}
+
 func TestSandboxErrorCodes(t *testing.T) {
 	tests := []struct {
 		err  error

@@ -46,6 +46,11 @@ type Options struct {
 	// Events feeds GetContainerEvents; nil answers Unimplemented.
 	Events *events.Bus
 
+	// UserNamespaces: pods may have their own user namespace (mode POD),
+	// as container.ProbeUserNamespaces found at start. Status reports it
+	// per handler; without it RunPodSandbox refuses such a pod.
+	UserNamespaces bool
+
 	// DebugPanicMethod, if set, makes every call of the named RPC (e.g.
 	// "ListImages") panic, so that tests can check that a panicking handler
 	// cannot take the daemon down.
@@ -73,6 +78,8 @@ type Server struct {
 	panicMethod  string
 	// rro: recursive read-only mounts work on this kernel (Status reports it).
 	rro bool
+	// userns: pods may have their own user namespace (Options).
+	userns bool
 }
 
 // New checks the options and builds a Server.
@@ -105,6 +112,7 @@ func New(opts Options) (*Server, error) {
 		metrics:      opts.Metrics,
 		panicMethod:  opts.DebugPanicMethod,
 		rro:          kernelHasMountSetattr(),
+		userns:       opts.UserNamespaces,
 	}, nil
 }
 

@@ -262,9 +262,6 @@ func (e *stepEnv) pod(ctx context.Context, record bool) error {
 	}
 	bg := context.WithoutCancel(ctx)
 
-	// As RunPodSandbox: pause's move into the pod cgroup, a few
-	// milliseconds from now, finds its RCU grace period passed.
-	cgprime.Prime()
 	podID, ctrID := randomID(), randomID()
 	cgParent := "/berth-timings-" + podID[:12]
 	podDir := filepath.Join(e.state, "sandboxes", podID)
@@ -319,10 +316,13 @@ func (e *stepEnv) pod(ctx context.Context, record bool) error {
 	}
 	cniRel := made("CNI DEL", func() error { return e.cni.Teardown(bg, npod) })
 
-	// The pod's monitor, then pause as its child (berth runs these beside
-	// CNI ADD, having primed the cgroup migration at the start).
+	// The pod's monitor, then pause as its child.
 	paths := monitor.PathsFor(e.state, podID)
 	mon := &monitor.Client{Socket: paths.Socket}
+	// As in RunPodSandbox, where this runs beside CNI ADD: pause's move
+	// into the pod cgroup, a few milliseconds from now, finds its RCU grace
+	// period passed.
+	cgprime.Prime()
 	var monProc *os.Process
 	if err := timed("monitor spawn", func() (err error) {
 		monProc, err = monitor.Start(ctx, monitor.StartOptions{Binary: e.monitor, PodID: podID, Paths: paths, RuncRoot: filepath.Join(e.state, "runc")})

@@ -78,6 +78,17 @@ func (b *builder) mounts(s *specs.Spec) error {
 	sort.SliceStable(all, func(i, j int) bool { return depth(all[i].Destination) < depth(all[j].Destination) })
 	s.Mounts = all
 	s.Linux.RootfsPropagation = rootfsProp
+	if u, err := b.userNamespace(); err != nil {
+		return err
+	} else if u != nil {
+		image := map[string]bool{}
+		for _, m := range b.in.Config.GetMounts() {
+			if IsImageMount(m) {
+				image[m.GetContainerPath()] = true
+			}
+		}
+		b.idmapBinds(s, image)
+	}
 	if !privileged {
 		if b.in.Config.GetLinux().GetSecurityContext() == nil {
 			s.Linux.MaskedPaths = append([]string{}, DefaultMaskedPaths...)

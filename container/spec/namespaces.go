@@ -74,8 +74,9 @@ func (b *builder) namespaces(s *specs.Spec) error {
 	default:
 		return invalid("linux.security_context.namespace_options.pid", "unknown mode %d", mode)
 	}
-	if u := b.sc.GetNamespaceOptions().GetUsernsOptions(); u != nil && u.GetMode() == runtimeapi.NamespaceMode_POD && len(u.GetUids()) > 0 {
-		return invalid("linux.security_context.namespace_options.userns_options", "user namespaces are not supported")
+	ns, err := b.userNamespaceSpec(ns)
+	if err != nil {
+		return err
 	}
 	s.Linux.Namespaces = ns
 	return nil

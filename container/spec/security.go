@@ -110,6 +110,9 @@ func hasAll(list []string) bool {
 }
 
 func (b *builder) security(s *specs.Spec) error {
+	if err := b.checkUserNamespace(); err != nil {
+		return err
+	}
 	var caps []string
 	if b.sc.GetPrivileged() {
 		if !b.psc.GetPrivileged() {

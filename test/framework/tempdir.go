@@ -20,6 +20,12 @@ func TempDir(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Searchable by others (not readable): a container in a pod's user
+	// namespace reaches its rootfs by path as nobody to the host, so a
+	// daemon's state dir must be, as /run/berth is.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		if err := UnmountUnder(dir); err != nil {
 			t.Errorf("unmount under %s: %v", dir, err)

@@ -1,0 +1,156 @@
+package container_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-runtime/berth/test/framework"
+)
+
+// TestUserNamespaces: a pod with its own user namespace (mode POD, as the
+// kubelet asks for hostUsers: false). Its root is an unprivileged host
+// uid; the image's files, the pod's files and volumes still belong to
+// root inside (id-mapped), what the container writes lands on the host as
+// the mapped uid, and the pod has its own network namespace, owned by its
+// user namespace, with an IP.
+func TestUserNamespaces(t *testing.T) {
+	e := newEnv(t)
+	ctx := framework.Ctx(t)
+	st, err := e.d.Runtime.Status(ctx, &runtimeapi.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range st.RuntimeHandlers {
+		if !h.GetFeatures().GetUserNamespaces() {
+			t.Fatalf("handler %q: user_namespaces not reported (see the daemon's log for its probe)", h.Name)
+		}
+	}
+	const host, size = 1 << 20, 65536
+	mapping := []*runtimeapi.IDMapping{{ContainerId: 0, HostId: host, Length: size}}
+	userns := &runtimeapi.UserNamespace{Mode: runtimeapi.NamespaceMode_POD, Uids: mapping, Gids: mapping}
+
+	// Refused: what berth does not do, and what cannot be.
+	for name, mod := range map[string]func(*runtimeapi.PodSandboxConfig){
+		"two mappings": func(c *runtimeapi.PodSandboxConfig) {
+			c.Linux.SecurityContext.NamespaceOptions.UsernsOptions.Uids = append(mapping, &runtimeapi.IDMapping{ContainerId: size, HostId: 2 * host, Length: 1})
+		},
+		"root not mapped": func(c *runtimeapi.PodSandboxConfig) {
+			c.Linux.SecurityContext.NamespaceOptions.UsernsOptions.Gids = []*runtimeapi.IDMapping{{ContainerId: 1, HostId: host, Length: size}}
+		},
+		"mode CONTAINER": func(c *runtimeapi.PodSandboxConfig) {
+			c.Linux.SecurityContext.NamespaceOptions.UsernsOptions = &runtimeapi.UserNamespace{Mode: runtimeapi.NamespaceMode_CONTAINER}
+		},
+		"host network": func(c *runtimeapi.PodSandboxConfig) {
+			c.Linux.SecurityContext.NamespaceOptions.Network = runtimeapi.NamespaceMode_NODE
+		},
+	} {
+		cfg := e.podConfig("userns-bad")
+		cfg.Linux.SecurityContext = &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: &runtimeapi.NamespaceOption{
+			UsernsOptions: &runtimeapi.UserNamespace{Mode: runtimeapi.NamespaceMode_POD, Uids: mapping, Gids: mapping}}}
+		mod(cfg)
+		if _, err := e.d.Runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg}); status.Code(err) != codes.InvalidArgument ||
+			!strings.Contains(err.Error(), "userns_options") {
+			t.Errorf("%s: %v, want InvalidArgument naming userns_options", name, err)
+		}
+	}
+
+	podCfg := e.podConfig("userns")
+	podCfg.Linux.SecurityContext = &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: &runtimeapi.NamespaceOption{UsernsOptions: userns}}
+	podCfg.Linux.Sysctls = map[string]string{"net.ipv4.ip_unprivileged_port_start": "0"}
+	pod := e.runPod(podCfg)
+	ps, err := e.d.Runtime.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: pod})
+	if err != nil || ps.Status.GetNetwork().GetIp() == "" {
+		t.Fatalf("pod status: %v %v", ps, err)
+	}
+
+	// A volume as the kubelet sends it: with the pod's mappings.
+	vol := t.TempDir()
+	os.Chmod(vol, 0o755)
+	os.WriteFile(filepath.Join(vol, "from-host"), []byte("hi"), 0o644)
+	cfg := e.ctrConfig("app", "sleep 1000")
+	cfg.Linux.SecurityContext.NamespaceOptions.UsernsOptions = userns
+	cfg.Mounts = []*runtimeapi.Mount{{ContainerPath: "/vol", HostPath: vol, UidMappings: mapping, GidMappings: mapping}}
+	id := e.run(pod, podCfg, cfg)
+	check := func(what, script, want string) {
+		t.Helper()
+		r := e.exec(id, 10, "sh", "-c", script)
+		if got := strings.TrimSpace(string(r.Stdout)); r.ExitCode != 0 || got != want {
+			t.Errorf("%s: exit %d, %q (stderr %q), want %q", what, r.ExitCode, got, r.Stderr, want)
+		}
+	}
+	check("uid_map", `cat /proc/self/uid_map | tr -s ' ' | sed 's/^ //'`, fmt.Sprintf("0 %d %d", host, size))
+	check("gid_map", `cat /proc/self/gid_map | tr -s ' ' | sed 's/^ //'`, fmt.Sprintf("0 %d %d", host, size))
+	check("identity", `id -u; id -g`, "0\n0")
+	check("image files are root's", `stat -c %u:%g / /bin /etc/passwd | sort -u`, "0:0")
+	check("pod files are root's", `stat -c %u:%g /etc/hosts /etc/resolv.conf /etc/hostname | sort -u`, "0:0")
+	check("rootfs writable", `echo x > /written && mkdir -p /tmp/d && stat -c %u /written`, "0")
+	check("volume", `cat /vol/from-host; echo; stat -c %u /vol/from-host; echo y > /vol/from-pod && echo ok`, "hi\n0\nok")
+	check("netns owned by the pod: sysctl set by pause", `cat /proc/sys/net/ipv4/ip_unprivileged_port_start`, "0")
+	check("network", `grep -c eth0 /proc/net/dev`, "1")
+
+	// On the host: the pod's root is host uid 1<<20; a volume written
+	// through the id-mapped mount is the host's root's.
+	var stt syscall.Stat_t
+	upper := filepath.Join(e.d.Root, "containers", id, "upper", "written")
+	if err := syscall.Stat(upper, &stt); err != nil || stt.Uid != host || stt.Gid != host {
+		t.Errorf("%s on the host: uid %d gid %d (%v), want %d", upper, stt.Uid, stt.Gid, err, host)
+	}
+	if err := syscall.Stat(filepath.Join(vol, "from-pod"), &stt); err != nil || stt.Uid != 0 {
+		t.Errorf("volume file on the host: uid %d (%v), want 0", stt.Uid, err)
+	}
+	// Pause holds the pod's user namespace; berth's is the host's.
+	info, err := e.d.Runtime.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: pod, Verbose: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(info.Info["info"], "pid") {
+		t.Logf("verbose pod info: %v", info.Info)
+	}
+	r := e.exec(id, 10, "readlink", "/proc/self/ns/user")
+	hostNS, _ := os.Readlink("/proc/self/ns/user")
+	if strings.TrimSpace(string(r.Stdout)) == hostNS {
+		t.Errorf("the container is in the host's user namespace %s", hostNS)
+	}
+
+	// What cannot run in a user namespace is refused.
+	bad := e.ctrConfig("priv", "true")
+	bad.Linux.SecurityContext.Privileged = true
+	if _, err := e.d.Runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: pod, Config: bad, SandboxConfig: podCfg}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("privileged container in a user namespace: %v", err)
+	}
+	bad = e.ctrConfig("node-userns", "true")
+	bad.Linux.SecurityContext.NamespaceOptions.UsernsOptions = &runtimeapi.UserNamespace{Mode: runtimeapi.NamespaceMode_NODE}
+	if _, err := e.d.Runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: pod, Config: bad, SandboxConfig: podCfg}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("container asking for the node's user namespace in a pod with its own: %v", err)
+	}
+
+	// An image volume in the pod: its files are root's too.
+	ivCfg := e.ctrConfig("iv", "sleep 1000")
+	ivCfg.Mounts = []*runtimeapi.Mount{{ContainerPath: "/iv", Readonly: true, Image: &runtimeapi.ImageSpec{Image: e.image}}}
+	iv := e.run(pod, podCfg, ivCfg)
+	if r := e.exec(iv, 10, "stat", "-c", "%u", "/iv/bin"); strings.TrimSpace(string(r.Stdout)) != "0" {
+		t.Errorf("image volume in a user namespace: %q %q", r.Stdout, r.Stderr)
+	}
+
+	// Gone with the pod: mounts, netns pin.
+	if _, err := e.d.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: pod}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.d.Runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: pod}); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], e.d.State+"/") {
+			t.Errorf("left mounted after the pod's removal: %s", f[4])
+		}
+	}
+}
