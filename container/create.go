@@ -209,7 +209,7 @@ func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runt
 	s.mu.Unlock()
 	s.publish(runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT, &rec)
 	go s.watch(c, mon)
-	if !sandbox {
+	if !sandbox && s.opts.NRI.Enabled() {
 		s.opts.NRI.PostCreateContainer(ctx, c.nriDescribe())
 	}
 	return c, nil

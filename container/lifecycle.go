@@ -73,7 +73,7 @@ func (s *Service) setExit(c *ctr, e *monitor.Exit, reason string) {
 	later := c.starting
 	close(c.exited)
 	c.mu.Unlock()
-	if !removed && !rec.Sandbox {
+	if !removed && !rec.Sandbox && s.opts.NRI.Enabled() {
 		s.opts.NRI.ContainerExited(c.nriDescribe())
 	}
 	if !removed {
@@ -104,7 +104,7 @@ func (s *Service) start(ctx context.Context, c *ctr) error {
 	if rec.State != StateCreated || c.isExited() {
 		return fmt.Errorf("%w: container %s is %s, not created", ErrState, rec.ID, rec.State)
 	}
-	if !rec.Sandbox {
+	if !rec.Sandbox && s.opts.NRI.Enabled() {
 		if err := s.opts.NRI.StartContainer(ctx, c.nriDescribe()); err != nil {
 			return fmt.Errorf("container %s: %w", rec.ID, err)
 		}
@@ -141,7 +141,7 @@ func (s *Service) start(ctx context.Context, c *ctr) error {
 	if stopped {
 		s.publish(runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, &rec)
 	}
-	if !rec.Sandbox {
+	if !rec.Sandbox && s.opts.NRI.Enabled() {
 		s.opts.NRI.PostStartContainer(ctx, c.nriDescribe())
 	}
 	return nil
@@ -251,7 +251,9 @@ func (s *Service) Remove(ctx context.Context, id string) error {
 		}
 	}
 	s.mu.Unlock()
-	s.opts.NRI.RemoveContainer(ctx, c.nriDescribe())
+	if s.opts.NRI.Enabled() {
+		s.opts.NRI.RemoveContainer(ctx, c.nriDescribe())
+	}
 	s.publish(runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, &rec)
 	return nil
 }

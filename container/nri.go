@@ -201,7 +201,15 @@ func (s *Service) nriUpdateResources(ctx context.Context, c *ctr, r *runtimeapi.
 	if err != nil {
 		return fmt.Errorf("container %s: %w", rec.ID, err)
 	}
-	next, err := nri.MergeResources(oci, res, s.host.CgroupV2())
+	// Onto what the cgroup holds now: a field the request leaves out keeps
+	// its value (as when the monitor writes only the fields set), and a
+	// swap limit equal to the memory limit (no swap, as set at create)
+	// follows a new memory limit, which it would otherwise stay below.
+	cur, err := c.currentResources()
+	if err != nil {
+		return fmt.Errorf("container %s: %w", rec.ID, err)
+	}
+	next, err := nri.MergeResources(cur, res, s.host.CgroupV2())
 	if err != nil {
 		return fmt.Errorf("%w: container %s: %w", ErrInvalid, rec.ID, err)
 	}

@@ -3,6 +3,7 @@ package nri
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/runtime-tools/generate"
@@ -63,11 +64,26 @@ func AdjustSpec(s *rspec.Spec, adj *api.ContainerAdjustment, h Host) error {
 	if err := g.Adjust(adj); err != nil {
 		return fmt.Errorf("NRI adjustment: %w", err)
 	}
+	s.Process.Rlimits = lastRlimits(s.Process.Rlimits)
 	if p := s.Process.OOMScoreAdj; p != nil && *p < h.MinOOMScoreAdj {
 		v := h.MinOOMScoreAdj
 		s.Process.OOMScoreAdj = &v
 	}
 	return nil
+}
+
+// lastRlimits keeps one limit per resource, the last given: the library
+// appends a plugin's rlimit after the one the spec may already have, and
+// the first would win.
+func lastRlimits(rl []rspec.POSIXRlimit) []rspec.POSIXRlimit {
+	var out []rspec.POSIXRlimit
+	for i, r := range rl {
+		if slices.ContainsFunc(rl[i+1:], func(x rspec.POSIXRlimit) bool { return x.Type == r.Type }) {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 func keys(m map[string]string) []string {

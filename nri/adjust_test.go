@@ -159,6 +159,7 @@ func TestAdjustSpecDevicesHooksRlimits(t *testing.T) {
 		Poststop:        []*api.Hook{{Path: "/bin/poststop", Timeout: api.Int(5)}},
 	})
 	a.AddRlimit("RLIMIT_NPROC", 200, 100)
+	a.AddRlimit("RLIMIT_NOFILE", 4321, 4321) // replaces the spec's
 	if err := AdjustSpec(s, a, Host{}); err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +180,8 @@ func TestAdjustSpecDevicesHooksRlimits(t *testing.T) {
 	if h.Poststop[0].Timeout == nil || *h.Poststop[0].Timeout != 5 || h.CreateRuntime[0].Args[1] != "x" {
 		t.Errorf("hook details: %+v %+v", h.Poststop[0], h.CreateRuntime[0])
 	}
-	if len(s.Process.Rlimits) != 2 || s.Process.Rlimits[1] != (rspec.POSIXRlimit{Type: "RLIMIT_NPROC", Hard: 200, Soft: 100}) {
+	if len(s.Process.Rlimits) != 2 || !slices.Contains(s.Process.Rlimits, rspec.POSIXRlimit{Type: "RLIMIT_NPROC", Hard: 200, Soft: 100}) ||
+		!slices.Contains(s.Process.Rlimits, rspec.POSIXRlimit{Type: "RLIMIT_NOFILE", Hard: 4321, Soft: 4321}) {
 		t.Errorf("rlimits: %+v", s.Process.Rlimits)
 	}
 

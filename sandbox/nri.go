@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"strconv"
 
 	"github.com/containerd/nri/pkg/api"
@@ -98,6 +99,21 @@ func nriResources(r *runtimeapi.LinuxContainerResources) *api.LinuxResources {
 func (p *pod) nriDescribe() *api.PodSandbox {
 	rec, cfg := p.snapshot()
 	return nriPod(&rec, cfg)
+}
+
+// nriRun tells NRI plugins of a new pod (no-op without NRI).
+func (m *Manager) nriRun(ctx context.Context, p *pod) error {
+	if !m.opts.NRI.Enabled() {
+		return nil
+	}
+	return m.opts.NRI.RunPodSandbox(ctx, p.nriDescribe())
+}
+
+// nriStop tells NRI plugins a pod stops (once; no-op without NRI).
+func (m *Manager) nriStop(ctx context.Context, p *pod) {
+	if m.opts.NRI.Enabled() {
+		m.opts.NRI.StopPodSandbox(ctx, p.nriDescribe())
+	}
 }
 
 // NRIPods lists every pod, for NRI plugins' Synchronize.

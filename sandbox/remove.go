@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/containerd/nri/pkg/api"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -32,7 +33,7 @@ func (m *Manager) Remove(ctx context.Context, id string) error {
 			return fmt.Errorf("pod %s: stop containers: %w", rec.ID, err)
 		}
 	}
-	m.opts.NRI.StopPodSandbox(ctx, p.nriDescribe())
+	m.nriStop(ctx, p)
 	if err := m.release(ctx, p); err != nil {
 		return err
 	}
@@ -46,11 +47,16 @@ func (m *Manager) Remove(ctx context.Context, id string) error {
 		return fmt.Errorf("pod %s: %w", rec.ID, err)
 	}
 	last, _, _ := m.Status(ctx, rec.ID, false)
-	described := p.nriDescribe()
+	var described *api.PodSandbox
+	if m.opts.NRI.Enabled() {
+		described = p.nriDescribe()
+	}
 	if err := m.purge(ctx, p, cg); err != nil {
 		return err
 	}
-	m.opts.NRI.RemovePodSandbox(ctx, described)
+	if described != nil {
+		m.opts.NRI.RemovePodSandbox(ctx, described)
+	}
 	m.log.Info("pod sandbox removed", "pod", rec.ID)
 	m.publishStatus(runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, rec.ID, last)
 	return nil

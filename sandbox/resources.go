@@ -30,8 +30,10 @@ func (m *Manager) UpdateResources(ctx context.Context, id string, overhead, res 
 	if rec.State != StateReady {
 		return fmt.Errorf("%w: pod sandbox %s is not ready", ErrInvalid, rec.ID)
 	}
-	if err := m.opts.NRI.UpdatePodSandbox(ctx, nriPod(&rec, cfg), nriResources(overhead), nriResources(res)); err != nil {
-		return fmt.Errorf("pod %s: %w", rec.ID, err)
+	if m.opts.NRI.Enabled() {
+		if err := m.opts.NRI.UpdatePodSandbox(ctx, nriPod(&rec, cfg), nriResources(overhead), nriResources(res)); err != nil {
+			return fmt.Errorf("pod %s: %w", rec.ID, err)
+		}
 	}
 	r := podResources(overhead, res, cgroups.IsCgroup2UnifiedMode())
 	cg := &cgroups.Cgroup{Path: path.Dir(rec.CgroupPath), Resources: r}
@@ -49,7 +51,9 @@ func (m *Manager) UpdateResources(ctx context.Context, id string, overhead, res 
 	}
 	m.log.Info("pod sandbox resources updated", "pod", rec.ID, "cgroup", cg.Path,
 		"cpu_shares", r.CpuShares, "cpu_quota", r.CpuQuota, "memory", r.Memory)
-	m.opts.NRI.PostUpdatePodSandbox(ctx, nriPod(&rec, cfg))
+	if m.opts.NRI.Enabled() {
+		m.opts.NRI.PostUpdatePodSandbox(ctx, nriPod(&rec, cfg))
+	}
 	return nil
 }
 

@@ -103,7 +103,7 @@ func (m *Manager) run(ctx context.Context, cfg *runtimeapi.PodSandboxConfig, han
 	// container can be created in it, until they have answered.
 	nctx, unblock := m.opts.NRI.BlockSync(ctx)
 	defer unblock()
-	if err := m.opts.NRI.RunPodSandbox(nctx, p.nriDescribe()); err != nil {
+	if err := m.nriRun(nctx, p); err != nil {
 		// Pause runs and is watched: the watcher must not see its stop as
 		// a death.
 		p.op.Lock()

@@ -34,7 +34,7 @@ func (m *Manager) Stop(ctx context.Context, id string) error {
 		}
 	}
 	// Its containers stopped, its network and pause still there.
-	m.opts.NRI.StopPodSandbox(ctx, p.nriDescribe())
+	m.nriStop(ctx, p)
 	rec, _ := p.snapshot()
 	if err := m.release(ctx, p); err != nil {
 		return err

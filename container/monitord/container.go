@@ -66,6 +66,9 @@ func (c *ctr) create(o *monitor.CreateRequest) (err error) {
 	if err != nil {
 		return fmt.Errorf("container %s: libcontainer config: %w", c.id, err)
 	}
+	if cfg.Rlimits, err = rlimits(c.spec.Process); err != nil {
+		return fmt.Errorf("container %s: %w", c.id, err)
+	}
 	if o.LogPath != "" {
 		if c.log, err = logs.Open(o.LogPath); err != nil {
 			return fmt.Errorf("container %s: %w", c.id, err)
