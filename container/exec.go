@@ -92,6 +92,9 @@ func (s *Service) UpdateResources(ctx context.Context, id string, r *runtimeapi.
 	if err := spec.Resources(oci, r, s.host.CgroupV2(), "linux"); err != nil {
 		return fmt.Errorf("%w: container %s: %w", ErrInvalid, rec.ID, err)
 	}
+	if !s.host.Hugetlb() {
+		oci.HugepageLimits = nil // as at create
+	}
 	if _, err := s.existingMonitor(rec.PodID).client.Call(ctx, &monitor.Request{Op: monitor.OpUpdate, ID: rec.ID, Resources: oci}); err != nil {
 		if monitor.IsCode(err, monitor.CodeNotRunning) {
 			return fmt.Errorf("%w: container %s is not running", ErrState, rec.ID)

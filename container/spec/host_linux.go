@@ -8,8 +8,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	securejoin "github.com/cyphar/filepath-securejoin"
 	"github.com/moby/sys/capability"
@@ -79,6 +81,38 @@ func (SystemHost) Capabilities() []string {
 func (SystemHost) CgroupV2() bool {
 	var st unix.Statfs_t
 	return unix.Statfs("/sys/fs/cgroup", &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC
+}
+
+// Hugetlb implements Host. Mounts do not change under a running berth:
+// looked up once.
+func (h SystemHost) Hugetlb() bool { return hugetlbAvailable(h.CgroupV2()) }
+
+var hugetlbOnce struct {
+	sync.Once
+	ok bool
+}
+
+func hugetlbAvailable(v2 bool) bool {
+	hugetlbOnce.Do(func() {
+		if v2 {
+			b, err := os.ReadFile("/sys/fs/cgroup/cgroup.controllers")
+			hugetlbOnce.ok = err == nil && slices.Contains(strings.Fields(string(b)), "hugetlb")
+			return
+		}
+		// A v1 hierarchy with hugetlb among its controllers (the super
+		// options), where libcontainer's v1 manager looks for it.
+		mounts, err := mountinfo.GetMounts(mountinfo.FSTypeFilter("cgroup"))
+		if err != nil {
+			return
+		}
+		for _, m := range mounts {
+			if slices.Contains(strings.Split(m.VFSOptions, ","), "hugetlb") {
+				hugetlbOnce.ok = true
+				return
+			}
+		}
+	})
+	return hugetlbOnce.ok
 }
 
 // Exists implements Host.

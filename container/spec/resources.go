@@ -35,6 +35,12 @@ func (b *builder) resources(s *specs.Spec) error {
 	if err := Resources(s.Linux.Resources, r, b.in.Host.CgroupV2(), "linux.resources"); err != nil {
 		return err
 	}
+	if !b.in.Host.Hugetlb() {
+		// As CRI-O does: no controller, no limits (a cgroup v1 host where
+		// hugetlb is not mounted would otherwise fail every container the
+		// kubelet makes).
+		s.Linux.Resources.HugepageLimits = nil
+	}
 	adj := int(r.GetOomScoreAdj())
 	if adj < -1000 || adj > 1000 {
 		return invalid("linux.resources.oom_score_adj", "%d is outside [-1000, 1000]", adj)

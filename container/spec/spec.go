@@ -71,6 +71,12 @@ type Host interface {
 	Capabilities() []string
 	// CgroupV2 tells whether containers get a cgroup v2 (unified) hierarchy.
 	CgroupV2() bool
+	// Hugetlb tells whether containers can be given hugepage limits: the
+	// hugetlb controller is mounted (v1) or enabled (v2). The kubelet sends
+	// a limit for every page size the kernel knows, whether the controller
+	// is there or not, and libcontainer fails a container whose limits it
+	// cannot write.
+	Hugetlb() bool
 	// Devices describes the device node(s) at path (all nodes under it when
 	// it is a directory).
 	Devices(path string) ([]specs.LinuxDevice, error)

@@ -19,12 +19,14 @@ type fakeHost struct {
 	files    map[string]string
 	prop     map[string]Propagation
 	caps     []string // held capabilities; nil: all
+	noHuge   bool     // no hugetlb controller
 }
 
 func (h fakeHost) AppArmorEnabled() bool             { return h.apparmor }
 func (h fakeHost) AppArmorProfileLoaded(string) bool { return h.apparmor }
 func (h fakeHost) OwnOOMScoreAdj() int               { return h.ownOOM }
 func (h fakeHost) CgroupV2() bool                    { return h.v2 }
+func (h fakeHost) Hugetlb() bool                     { return !h.noHuge }
 func (h fakeHost) Capabilities() []string {
 	if h.caps != nil {
 		return h.caps
@@ -559,6 +561,17 @@ func TestBuild(t *testing.T) {
 			}
 			if *s.Process.OOMScoreAdj != -500 || len(r.HugepageLimits) != 1 {
 				t.Errorf("oom %d hugepages %v", *s.Process.OOMScoreAdj, r.HugepageLimits)
+			}
+		}},
+		{name: "hugepage limits without a hugetlb controller", mod: func(in *Input) {
+			in.Host = fakeHost{noHuge: true}
+			in.Config.Linux = &runtimeapi.LinuxContainerConfig{Resources: &runtimeapi.LinuxContainerResources{
+				MemoryLimitInBytes: 64 << 20,
+				HugepageLimits:     []*runtimeapi.HugepageLimit{{PageSize: "2MB", Limit: 0}, {PageSize: "1GB", Limit: 0}},
+			}}
+		}, check: func(t *testing.T, s *specs.Spec) {
+			if r := s.Linux.Resources; r.HugepageLimits != nil || *r.Memory.Limit != 64<<20 {
+				t.Errorf("hugepages %v memory %+v", r.HugepageLimits, r.Memory)
 			}
 		}},
 		{name: "unified on v1", mod: func(in *Input) {
