@@ -96,11 +96,12 @@ type stepTimings struct {
 }
 
 type stepTiming struct {
-	Name  string  `json:"name"`
-	Phase string  `json:"phase"`
-	InSum bool    `json:"in_sum"`
-	P50   float64 `json:"p50_ms"`
-	P90   float64 `json:"p90_ms"`
+	Name    string    `json:"name"`
+	Phase   string    `json:"phase"`
+	InSum   bool      `json:"in_sum"`
+	P50     float64   `json:"p50_ms"`
+	P90     float64   `json:"p90_ms"`
+	Samples []float64 `json:"samples_ms"`
 }
 
 // The steps, in the order they run. inSum marks the primitives a pod
@@ -211,6 +212,7 @@ func measureSteps(ctx context.Context, cfg *config.Config, ref string, n int, lo
 		out.Steps = append(out.Steps, stepTiming{
 			Name: s.name, Phase: s.phase, InSum: s.inSum,
 			P50: v[(len(v)-1)/2], P90: v[min(len(v)-1, (len(v)*9+9)/10-1)],
+			Samples: e.durs[s.name],
 		})
 	}
 	return out, nil

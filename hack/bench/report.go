@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -101,11 +102,46 @@ type Steps struct {
 // Step is one primitive. InSum marks those whose medians add up to the
 // floor a pod start is compared with.
 type Step struct {
-	Name  string  `json:"name"`
-	Phase string  `json:"phase"` // start or teardown
-	InSum bool    `json:"in_sum"`
-	P50   float64 `json:"p50_ms"`
-	P90   float64 `json:"p90_ms"`
+	Name    string    `json:"name"`
+	Phase   string    `json:"phase"` // start or teardown
+	InSum   bool      `json:"in_sum"`
+	P50     float64   `json:"p50_ms"`
+	P90     float64   `json:"p90_ms"`
+	Samples []float64 `json:"samples_ms,omitempty"`
+}
+
+// mergeSteps joins timings of the same label (taken before and after a
+// benchmark, so that they see the same load as it on average): samples
+// are pooled and the percentiles recomputed.
+func mergeSteps(all []*Steps) []*Steps {
+	var out []*Steps
+	byLabel := map[string]*Steps{}
+	for _, s := range all {
+		m := byLabel[s.Label]
+		if m == nil {
+			m = &Steps{Label: s.Label}
+			byLabel[s.Label] = m
+			out = append(out, m)
+		}
+		m.Iterations += s.Iterations
+		for _, st := range s.Steps {
+			i := slices.IndexFunc(m.Steps, func(x Step) bool { return x.Name == st.Name })
+			if i < 0 {
+				m.Steps = append(m.Steps, Step{Name: st.Name, Phase: st.Phase, InSum: st.InSum, P50: st.P50, P90: st.P90})
+				i = len(m.Steps) - 1
+			}
+			m.Steps[i].Samples = append(m.Steps[i].Samples, st.Samples...)
+		}
+	}
+	for _, m := range out {
+		for i := range m.Steps {
+			if len(m.Steps[i].Samples) > 0 {
+				d := newDist(m.Steps[i].Samples)
+				m.Steps[i].P50, m.Steps[i].P90 = d.P50, d.P90
+			}
+		}
+	}
+	return out
 }
 
 func tableCommand(args []string) error {
@@ -134,7 +170,7 @@ func tableCommand(args []string) error {
 		}
 		st = append(st, s)
 	}
-	printTable(os.Stdout, reps, st)
+	printTable(os.Stdout, reps, mergeSteps(st))
 	return nil
 }
 
@@ -363,7 +399,7 @@ func printSteps(w io.Writer, s *Steps, reps []*Report) {
 			rep = r
 		}
 	}
-	fmt.Fprintf(w, "\nberth's primitive steps, %s (berth debug timings, median of %d):\n\n", s.Label, s.Iterations)
+	fmt.Fprintf(w, "\nberth's primitive steps, %s (berth debug timings, before and after the benchmark, median of %d):\n\n", s.Label, s.Iterations)
 	var lines [][]string
 	sum := 0.0
 	var in []string
