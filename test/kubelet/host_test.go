@@ -1,0 +1,320 @@
+package kubelet_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mattn/go-shellwords"
+	"golang.org/x/sys/unix"
+)
+
+// lockPath serialises kubelet tests on one machine (several clones may run
+// their tests at once): /var/lib/kubelet/device-plugins and the kernel
+// settings the kubelet writes are machine-wide.
+const lockPath = "/run/berth-kubelet-test.lock"
+
+// takeTurn waits (up to 30 minutes) for the machine-wide kubelet test lock
+// and releases it when the test ends.
+func takeTurn(t *testing.T) {
+	t.Helper()
+	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logged := false
+	for deadline := time.Now().Add(30 * time.Minute); ; {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if err != unix.EWOULDBLOCK || time.Now().After(deadline) {
+			f.Close()
+			t.Fatalf("lock %s: %v", lockPath, err)
+		}
+		if !logged {
+			t.Logf("another kubelet test holds %s: waiting", lockPath)
+			logged = true
+		}
+		time.Sleep(time.Second)
+	}
+	t.Cleanup(func() { f.Close() }) // closing releases the lock
+}
+
+// The kernel settings the kubelet's container manager sets (setupKernelTunables).
+var kubeletSysctls = []string{
+	"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
+	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
+}
+
+// Host-wide paths the kubelet writes whatever its --root-dir: the device
+// plugin socket dir (hard-coded in the device plugin API) and the legacy
+// container log symlinks.
+var kubeletHostDirs = []string{"/var/lib/kubelet", "/var/log/containers"}
+
+// hostState is what of the machine a kubelet changes.
+type hostState struct {
+	sysctls map[string]string
+	chains  map[string]bool // "iptables/nat/KUBE-X"
+	entries map[string]bool // every path under kubeletHostDirs, and the dirs themselves
+}
+
+func snapshotHost(t *testing.T) hostState {
+	t.Helper()
+	s := hostState{sysctls: map[string]string{}, chains: map[string]bool{}, entries: map[string]bool{}}
+	for _, k := range kubeletSysctls {
+		b, err := os.ReadFile("/proc/sys/" + k)
+		if err != nil {
+			t.Fatalf("read sysctl: %v", err)
+		}
+		s.sysctls[k] = strings.TrimSpace(string(b))
+	}
+	for _, c := range kubeChains() {
+		s.chains[c] = true
+	}
+	for _, dir := range kubeletHostDirs {
+		filepath.WalkDir(dir, func(p string, _ os.DirEntry, err error) error {
+			if err == nil {
+				s.entries[p] = true
+			}
+			return nil
+		})
+	}
+	return s
+}
+
+var iptablesTables = []string{"filter", "nat", "mangle"}
+
+// kubeChains lists the KUBE-* chains of iptables and ip6tables as
+// "binary/table/chain".
+func kubeChains() []string {
+	var out []string
+	for _, bin := range []string{"iptables", "ip6tables"} {
+		for _, table := range iptablesTables {
+			rules, err := exec.Command(bin, "-w", "-t", table, "-S").Output()
+			if err != nil {
+				continue
+			}
+			for _, line := range strings.Split(string(rules), "\n") {
+				if c, ok := strings.CutPrefix(line, "-N "); ok && strings.HasPrefix(c, "KUBE-") {
+					out = append(out, bin+"/"+table+"/"+c)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// guardHost records the host's state now and, when the test ends, undoes
+// what a kubelet changed since and fails the test if anything is left:
+// kernel settings written back, new KUBE-* chains deleted (with the rules
+// that jump to them), new entries under /var/lib/kubelet and
+// /var/log/containers removed, and cgroupRoot removed from every
+// hierarchy. Registered before berth and the kubelet start, so it runs
+// after both are stopped.
+func guardHost(t *testing.T, cgroupRoot string) {
+	t.Helper()
+	before := snapshotHost(t)
+	t.Cleanup(func() {
+		undoHost(t, before, cgroupRoot)
+		after := snapshotHost(t)
+		for k, v := range before.sysctls {
+			if after.sysctls[k] != v {
+				t.Errorf("host: sysctl %s is %s, was %s", k, after.sysctls[k], v)
+			}
+		}
+		for c := range after.chains {
+			if !before.chains[c] {
+				t.Errorf("host: iptables chain %s left", c)
+			}
+		}
+		for p := range after.entries {
+			if !before.entries[p] {
+				t.Errorf("host: %s left", p)
+			}
+		}
+		if dirs := cgroupDirs(cgroupRoot); len(dirs) > 0 {
+			t.Errorf("host: cgroups left: %v", dirs)
+		}
+	})
+}
+
+func undoHost(t *testing.T, before hostState, cgroupRoot string) {
+	for k, v := range before.sysctls {
+		b, _ := os.ReadFile("/proc/sys/" + k)
+		if strings.TrimSpace(string(b)) == v {
+			continue
+		}
+		if err := os.WriteFile("/proc/sys/"+k, []byte(v), 0o644); err != nil {
+			t.Errorf("restore sysctl %s=%s: %v", k, v, err)
+		}
+	}
+	for _, c := range kubeChains() {
+		if !before.chains[c] {
+			deleteChain(t, c)
+		}
+	}
+	// Deepest first, so that a directory is empty when its turn comes.
+	var created []string
+	for _, dir := range kubeletHostDirs {
+		filepath.WalkDir(dir, func(p string, _ os.DirEntry, err error) error {
+			if err == nil && !before.entries[p] {
+				created = append(created, p)
+			}
+			return nil
+		})
+	}
+	slices.SortFunc(created, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
+	for _, p := range created {
+		if err := os.RemoveAll(p); err != nil {
+			t.Errorf("remove %s: %v", p, err)
+		}
+	}
+	removeCgroupTree(t, cgroupRoot)
+}
+
+// deleteChain removes "binary/table/chain": the rules of other chains that
+// jump to it, its own rules, then the chain.
+func deleteChain(t *testing.T, c string) {
+	parts := strings.SplitN(c, "/", 3)
+	bin, table, chain := parts[0], parts[1], parts[2]
+	rules, err := exec.Command(bin, "-w", "-t", table, "-S").Output()
+	if err != nil {
+		t.Errorf("%s -t %s -S: %v", bin, table, err)
+		return
+	}
+	for _, line := range strings.Split(string(rules), "\n") {
+		if !strings.HasPrefix(line, "-A ") || !strings.HasSuffix(line, " -j "+chain) && !strings.Contains(line, " -j "+chain+" ") {
+			continue
+		}
+		args, err := shellwords.Parse(line)
+		if err != nil {
+			t.Errorf("parse %q: %v", line, err)
+			continue
+		}
+		args[0] = "-D"
+		if out, err := exec.Command(bin, append([]string{"-w", "-t", table}, args...)...).CombinedOutput(); err != nil {
+			t.Errorf("%s -t %s %s: %v: %s", bin, table, strings.Join(args, " "), err, out)
+		}
+	}
+	for _, op := range []string{"-F", "-X"} {
+		if out, err := exec.Command(bin, "-w", "-t", table, op, chain).CombinedOutput(); err != nil {
+			t.Errorf("%s -t %s %s %s: %v: %s", bin, table, op, chain, err, out)
+		}
+	}
+}
+
+// cgroupDirs lists path in every cgroup hierarchy where it exists.
+func cgroupDirs(path string) []string {
+	dirs, _ := filepath.Glob("/sys/fs/cgroup/*" + path)
+	if st, err := os.Stat("/sys/fs/cgroup" + path); err == nil && st.IsDir() {
+		dirs = append(dirs, "/sys/fs/cgroup"+path)
+	}
+	return dirs
+}
+
+// makeCgroupRoot creates path in every v1 hierarchy (and the unified one),
+// as the kubelet wants its cgroupRoot to exist; cpuset gets its parent's
+// cpus and mems so that children can be populated.
+func makeCgroupRoot(t *testing.T, path string) {
+	t.Helper()
+	entries, err := os.ReadDir("/sys/fs/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		h := filepath.Join("/sys/fs/cgroup", e.Name())
+		if !e.IsDir() { // cpu and cpuacct are symlinks to cpu,cpuacct
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(h, "cgroup.procs")); err != nil {
+			continue
+		}
+		d := h + path
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatalf("create cgroup %s: %v", d, err)
+		}
+		if strings.Contains(e.Name(), "cpuset") {
+			for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+				v, _ := os.ReadFile(filepath.Join(h, f))
+				os.WriteFile(filepath.Join(d, f), v, 0o644)
+			}
+		}
+	}
+}
+
+// removeCgroupTree kills whatever still runs under path (reported: berth
+// should have stopped every pod) and removes the tree from every hierarchy.
+func removeCgroupTree(t *testing.T, path string) {
+	if path == "" || path == "/" {
+		return
+	}
+	dirs := cgroupDirs(path)
+	for _, d := range dirs {
+		filepath.WalkDir(d, func(p string, de os.DirEntry, err error) error {
+			if err != nil || de.Name() != "cgroup.procs" {
+				return nil
+			}
+			data, _ := os.ReadFile(p)
+			for _, f := range strings.Fields(string(data)) {
+				if pid, err := strconv.Atoi(f); err == nil {
+					t.Errorf("process %s still in %s at cleanup: killed", f, filepath.Dir(p))
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+			return nil
+		})
+	}
+	for _, d := range dirs {
+		var tree []string
+		filepath.WalkDir(d, func(p string, de os.DirEntry, err error) error {
+			if err == nil && de.IsDir() {
+				tree = append(tree, p)
+			}
+			return nil
+		})
+		slices.Reverse(tree) // children before parents
+		for _, p := range tree {
+			var err error
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				if err = os.Remove(p); err == nil || os.IsNotExist(err) || time.Now().After(deadline) {
+					break
+				}
+			}
+			if err != nil && !os.IsNotExist(err) {
+				t.Errorf("remove cgroup %s: %v", p, err)
+			}
+		}
+	}
+}
+
+// iptablesRulesNaming lists iptables rules (all tables) that mention s.
+func iptablesRulesNaming(s string) []string {
+	out, _ := exec.Command("iptables-save").Output()
+	var rules []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(line, "-A ") && strings.Contains(line, s) {
+			rules = append(rules, line)
+		}
+	}
+	return rules
+}
+
+func describeMounts(prefix string) []string {
+	data, _ := os.ReadFile("/proc/self/mountinfo")
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && strings.HasPrefix(f[4], prefix) {
+			out = append(out, fmt.Sprintf("%s (%s)", f[4], strings.Join(f[5:], " ")))
+		}
+	}
+	return out
+}
