@@ -137,7 +137,9 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		}
 	}
 	var err error
-	if s.records, err = store.Open[Record](filepath.Join(opts.State, "container-records")); err != nil {
+	// Containers do not survive a reboot: their records need no fsync
+	// (as the pods' records, see store.Volatile).
+	if s.records, err = store.Open[Record](filepath.Join(opts.State, "container-records"), store.Volatile); err != nil {
 		return nil, fmt.Errorf("container: %w", err)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
