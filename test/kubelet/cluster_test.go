@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -287,6 +288,51 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
+	ready := func(want bool) func(p *pod) bool {
+		return func(p *pod) bool {
+			s := p.container("server")
+			return s != nil && s.Ready == want && (p.condition("Ready") == "True") == want
+		}
+	}
+	t.Run("readiness probe", func(t *testing.T) {
+		c.mustKubectl(t, "", "exec", "web", "-c", "server", "--", "mv", "/www/index.html", "/www/index.off")
+		c.waitPod(t, "web", 30*time.Second, "not ready without /index.html", ready(false))
+		c.mustKubectl(t, "", "exec", "web", "-c", "server", "--", "mv", "/www/index.off", "/www/index.html")
+		c.waitPod(t, "web", 30*time.Second, "ready again", ready(true))
+	})
+
+	t.Run("liveness probe", func(t *testing.T) {
+		c.mustKubectl(t, "", "exec", "web", "-c", "server", "--", "rm", "/www/alive")
+		p := c.waitPod(t, "web", time.Minute, "server restarted by its liveness probe, ready", func(p *pod) bool {
+			s := p.container("server")
+			return s.RestartCount == 1 && s.State.Running != nil && ready(true)(p)
+		})
+		if l := p.container("logger"); l.RestartCount != 0 {
+			t.Errorf("logger restarted too: %s", p)
+		}
+	})
+
+	t.Run("logs after rotation", func(t *testing.T) {
+		logger := filepath.Join(k.podLogs, fmt.Sprintf("default_web_%s", web.Metadata.UID), "logger")
+		waitFor(t, time.Minute, "two rotations of logger's log", func() (bool, string) {
+			files, _ := filepath.Glob(filepath.Join(logger, "0.log*"))
+			gz := slices.ContainsFunc(files, func(f string) bool { return strings.HasSuffix(f, ".gz") })
+			return len(files) >= 3 && gz, fmt.Sprint(files)
+		})
+		_, last, err := checkLogLinesStable(logger)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := c.mustKubectl(t, "", "logs", "web", "-c", "logger", "--tail", "1")
+		m := regexp.MustCompile(`^logline (\d+) \.+\n$`).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("kubectl logs --tail 1: %q", out)
+		}
+		if n, _ := strconv.Atoi(m[1]); n < last {
+			t.Errorf("kubectl logs shows line %d, the files already had %d", n, last)
+		}
+	})
+
 	t.Run("crash back-off", func(t *testing.T) {
 		backoff := false
 		p := c.waitPod(t, "crash", 3*time.Minute, "restarted twice, in CrashLoopBackOff", func(p *pod) bool {
@@ -309,6 +355,12 @@ func TestCluster(t *testing.T) {
 		if s := p.container("oom").State.Terminated; s.Reason != "OOMKilled" || s.ExitCode != 137 || p.Status.Phase != "Failed" {
 			t.Errorf("want OOMKilled, exit 137, phase Failed: %s", p)
 		}
+	})
+
+	t.Run("berth SIGKILLed", func(t *testing.T) {
+		checkBerthKill(t, e, web.Metadata.UID, web.Status.PodIP, func(t *testing.T, what string) *pod {
+			return c.waitPod(t, "web", 30*time.Second, what, ready(true))
+		})
 	})
 
 	t.Run("delete", func(t *testing.T) {

@@ -602,3 +602,77 @@ func runExec(cmd *exec.Cmd) (string, error) {
 		return out.String(), fmt.Errorf("%s: still running after 60s", cmd.Args)
 	}
 }
+
+// checkBerthKill SIGKILLs berth while the web pod (uid, serving on podIP)
+// runs, checks that its containers keep running and serving, restarts
+// berth, and checks that the kubelet still sees the same pod: the same
+// sandbox, the same containers with the same restart counts, ready.
+// readyPod waits until the kubelet (or the API) reports the pod ready.
+func checkBerthKill(t *testing.T, e *env, uid, podIP string, readyPod func(t *testing.T, what string) *pod) {
+	t.Helper()
+	before := readyPod(t, "ready")
+	sbs := e.podSandboxes(t, uid)
+	if len(sbs) != 1 {
+		t.Fatalf("sandboxes before: %v", sbs)
+	}
+	sandbox := sbs[0].Id
+	var pids []int
+	ids := map[string]bool{}
+	for _, c := range e.podContainers(t, uid) {
+		ids[c.Id] = true
+		if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+			continue
+		}
+		st, err := e.d.Runtime.ContainerStatus(framework.Ctx(t), &runtimeapi.ContainerStatusRequest{ContainerId: c.Id, Verbose: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var info struct {
+			Pid int `json:"pid"`
+		}
+		json.Unmarshal([]byte(st.Info["info"]), &info)
+		pids = append(pids, info.Pid)
+	}
+	if len(pids) != 2 {
+		t.Fatalf("running containers' pids: %v", pids)
+	}
+	e.d.Kill()
+	for _, pid := range pids {
+		if syscall.Kill(pid, 0) != nil {
+			t.Errorf("container process %d died with berth", pid)
+		}
+	}
+	url := "http://" + net.JoinHostPort(podIP, "8080") + "/index.html"
+	if _, err := httpGet(url); err != nil {
+		t.Errorf("the pod stopped serving with berth down: %v", err)
+	}
+	// Long enough for the kubelet's relists (every second) to fail.
+	time.Sleep(5 * time.Second)
+	e.d.Restart()
+	// Several relists, probe periods and a full sync (syncFrequency 10s).
+	time.Sleep(20 * time.Second)
+	after := readyPod(t, "ready after berth's restart")
+	for _, name := range []string{"server", "logger"} {
+		b, a := before.container(name), after.container(name)
+		if a.ContainerID != b.ContainerID || a.RestartCount != b.RestartCount {
+			t.Errorf("%s: %s restarts %d before berth's restart, %s restarts %d after", name, b.ContainerID, b.RestartCount, a.ContainerID, a.RestartCount)
+		}
+	}
+	sbs = e.podSandboxes(t, uid)
+	if len(sbs) != 1 || sbs[0].Id != sandbox || sbs[0].State != runtimeapi.PodSandboxState_SANDBOX_READY {
+		t.Errorf("sandboxes after berth's restart: %v, want only %s, ready", sbs, sandbox)
+	}
+	for _, c := range e.podContainers(t, uid) {
+		if !ids[c.Id] {
+			t.Errorf("new container after berth's restart: %v", c)
+		}
+	}
+	for _, pid := range pids {
+		if syscall.Kill(pid, 0) != nil {
+			t.Errorf("container process %d is gone", pid)
+		}
+	}
+	if _, err := httpGet(url); err != nil {
+		t.Errorf("after berth's restart: %v", err)
+	}
+}

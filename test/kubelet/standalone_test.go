@@ -253,66 +253,9 @@ func TestStandalone(t *testing.T) {
 	})
 
 	t.Run("berth SIGKILLed", func(t *testing.T) {
-		before := k.waitPod(t, webName, 30*time.Second, "ready", ready(true))
-		var pids []int
-		ids := map[string]bool{}
-		for _, c := range e.podContainers(t, web.Metadata.UID) {
-			ids[c.Id] = true
-			if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
-				continue
-			}
-			st, err := e.d.Runtime.ContainerStatus(framework.Ctx(t), &runtimeapi.ContainerStatusRequest{ContainerId: c.Id, Verbose: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var info struct {
-				Pid int `json:"pid"`
-			}
-			json.Unmarshal([]byte(st.Info["info"]), &info)
-			pids = append(pids, info.Pid)
-		}
-		if len(pids) != 2 {
-			t.Fatalf("running containers' pids: %v", pids)
-		}
-		e.d.Kill()
-		for _, pid := range pids {
-			if syscall.Kill(pid, 0) != nil {
-				t.Errorf("container process %d died with berth", pid)
-			}
-		}
-		url := "http://" + net.JoinHostPort(web.Status.PodIP, "8080") + "/index.html"
-		if _, err := httpGet(url); err != nil {
-			t.Errorf("the pod stopped serving with berth down: %v", err)
-		}
-		// Long enough for the kubelet's relists (every second) to fail.
-		time.Sleep(5 * time.Second)
-		e.d.Restart()
-		// Several relists, probe periods and a full sync (syncFrequency 10s).
-		time.Sleep(20 * time.Second)
-		after := k.waitPod(t, webName, 30*time.Second, "ready after berth's restart", ready(true))
-		for _, name := range []string{"server", "logger"} {
-			b, a := before.container(name), after.container(name)
-			if a.ContainerID != b.ContainerID || a.RestartCount != b.RestartCount {
-				t.Errorf("%s: %s restarts %d before berth's restart, %s restarts %d after", name, b.ContainerID, b.RestartCount, a.ContainerID, a.RestartCount)
-			}
-		}
-		sbs := e.podSandboxes(t, web.Metadata.UID)
-		if len(sbs) != 1 || sbs[0].Id != sandbox.Id || sbs[0].State != runtimeapi.PodSandboxState_SANDBOX_READY {
-			t.Errorf("sandboxes after berth's restart: %v, want only %s, ready", sbs, sandbox.Id)
-		}
-		for _, c := range e.podContainers(t, web.Metadata.UID) {
-			if !ids[c.Id] {
-				t.Errorf("new container after berth's restart: %v", c)
-			}
-		}
-		for _, pid := range pids {
-			if syscall.Kill(pid, 0) != nil {
-				t.Errorf("container process %d is gone", pid)
-			}
-		}
-		if _, err := httpGet(url); err != nil {
-			t.Errorf("after berth's restart: %v", err)
-		}
+		checkBerthKill(t, e, web.Metadata.UID, web.Status.PodIP, func(t *testing.T, what string) *pod {
+			return k.waitPod(t, webName, 30*time.Second, what, ready(true))
+		})
 	})
 
 	t.Run("delete", func(t *testing.T) {
