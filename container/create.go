@@ -16,11 +16,16 @@ import (
 
 	"github.com/berth-runtime/berth/container/monitor"
 	"github.com/berth-runtime/berth/container/spec"
+	"github.com/berth-runtime/berth/internal/cgprime"
 )
 
 // Create is CreateContainer: it returns the new container's id. A failed
 // create undoes everything it did.
 func (s *Service) Create(ctx context.Context, podID string, cfg *runtimeapi.ContainerConfig, podCfg *runtimeapi.PodSandboxConfig) (_ string, err error) {
+	// libcontainer moves the container's init into its cgroup some 5–20
+	// ms from now (lease, records, rootfs, spec, the re-exec as init):
+	// the RCU grace period that move would wait for passes meanwhile.
+	cgprime.Prime()
 	if cfg == nil {
 		return "", fmt.Errorf("%w: config: missing", ErrInvalid)
 	}
