@@ -19,7 +19,7 @@ import (
 func TestIdempotenceOnMissing(t *testing.T) {
 	e := newEnv(t)
 	ctx := framework.Ctx(t)
-	missing := randHex(32)
+	missing := framework.RandHex(32)
 	if _, err := e.d.Runtime.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: missing}); err != nil {
 		t.Errorf("StopContainer of a missing container: %v", err)
 	}

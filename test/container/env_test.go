@@ -1,9 +1,6 @@
 package container_test
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,7 +26,7 @@ func newEnv(t *testing.T, opts ...framework.Option) *env {
 	framework.RequireRoot(t)
 	reg := framework.TestRegistry(t)
 	n := cnitest.NewNet(t)
-	e := &env{t: t, image: reg + "/library/busybox:latest", parent: "/berth-ctr-e2e-" + randHex(4), logDir: t.TempDir()}
+	e := &env{t: t, image: reg + "/library/busybox:latest", parent: "/berth-ctr-e2e-" + framework.RandHex(4), logDir: t.TempDir()}
 	e.d = framework.StartDaemon(t, append([]framework.Option{framework.WithArgs("--cni-conf-dir", n.ConfDir, "--cni-bin-dir", n.BinDir)}, opts...)...)
 	t.Cleanup(e.cleanup)
 	if _, err := e.d.Image.PullImage(framework.Ctx(t), &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: e.image}}); err != nil {
@@ -39,46 +36,15 @@ func newEnv(t *testing.T, opts ...framework.Option) *env {
 }
 
 func (e *env) cleanup() {
-	if e.d.Running() && e.d.Runtime != nil {
-		// Not the test's context: it is cancelled before cleanups run.
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		resp, err := e.d.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
-		if err != nil {
-			e.t.Errorf("cleanup: list pods: %v", err)
-		} else {
-			for _, p := range resp.Items {
-				if _, err := e.d.Runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.Id}); err != nil {
-					e.t.Errorf("cleanup: remove pod %s: %v", p.Id, err)
-				}
-			}
-		}
+	if e.d.Running() {
+		e.d.RemoveAllPods()
 	}
-	dirs, _ := filepath.Glob("/sys/fs/cgroup/*" + e.parent)
-	for _, d := range dirs {
-		removeTree(d)
-	}
-}
-
-func removeTree(dir string) {
-	entries, _ := os.ReadDir(dir)
-	for _, en := range entries {
-		if en.IsDir() {
-			removeTree(filepath.Join(dir, en.Name()))
-		}
-	}
-	os.Remove(dir)
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
+	framework.RemoveCgroup(e.parent)
 }
 
 func (e *env) podConfig(name string) *runtimeapi.PodSandboxConfig {
 	return &runtimeapi.PodSandboxConfig{
-		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "e2e", Uid: "uid-" + name + "-" + randHex(3)},
+		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "e2e", Uid: "uid-" + name + "-" + framework.RandHex(3)},
 		Hostname:     name,
 		LogDirectory: filepath.Join(e.logDir, name),
 		Linux:        &runtimeapi.LinuxPodSandboxConfig{CgroupParent: e.parent},

@@ -296,7 +296,7 @@ func (d *Daemon) cleanup() {
 		}
 	}
 	if d.Running() {
-		d.removeAllPods()
+		d.RemoveAllPods()
 		if err := d.signalAndWait(syscall.SIGTERM, stopTimeout); err != nil {
 			d.t.Errorf("stop berth at cleanup: %v", err)
 		}
@@ -310,9 +310,9 @@ func (d *Daemon) cleanup() {
 	}
 }
 
-// removeAllPods stops and removes every pod, with a context of its own:
+// RemoveAllPods stops and removes every pod, with a context of its own:
 // the test's context is already cancelled when cleanups run.
-func (d *Daemon) removeAllPods() {
+func (d *Daemon) RemoveAllPods() {
 	if d.Runtime == nil {
 		return
 	}

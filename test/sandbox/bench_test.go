@@ -22,8 +22,8 @@ func BenchmarkPodSandboxLatency(b *testing.B) {
 	framework.RequireRoot(b)
 	const pods = 20
 	n := cnitest.NewNet(b)
-	parent := "/berth-bench-" + randHex(4)
-	b.Cleanup(func() { removeCgroup(parent) })
+	parent := "/berth-bench-" + framework.RandHex(4)
+	b.Cleanup(func() { framework.RemoveCgroup(parent) })
 	d := framework.StartDaemon(b, framework.WithArgs("--cni-conf-dir", n.ConfDir, "--cni-bin-dir", n.BinDir, "--log-level", "info"))
 	ctx := context.Background()
 	var run, teardown []time.Duration
@@ -31,7 +31,7 @@ func BenchmarkPodSandboxLatency(b *testing.B) {
 		ids := make([]string, 0, pods)
 		for p := range pods {
 			cfg := &runtimeapi.PodSandboxConfig{
-				Metadata: &runtimeapi.PodSandboxMetadata{Name: fmt.Sprintf("bench-%d", p), Namespace: "bench", Uid: randHex(8)},
+				Metadata: &runtimeapi.PodSandboxMetadata{Name: fmt.Sprintf("bench-%d", p), Namespace: "bench", Uid: framework.RandHex(8)},
 				Hostname: fmt.Sprintf("bench-%d", p),
 				Linux:    &runtimeapi.LinuxPodSandboxConfig{CgroupParent: parent},
 			}

@@ -46,7 +46,7 @@ func TestCrictlPodLifecycle(t *testing.T) {
 	}
 	podJSON := filepath.Join(t.TempDir(), "pod.json")
 	pod := map[string]any{
-		"metadata":      map[string]any{"name": "crictl-pod", "namespace": "e2e", "uid": "uid-crictl-" + randHex(3), "attempt": 1},
+		"metadata":      map[string]any{"name": "crictl-pod", "namespace": "e2e", "uid": "uid-crictl-" + framework.RandHex(3), "attempt": 1},
 		"hostname":      "crictl-pod",
 		"labels":        map[string]string{"via": "crictl"},
 		"log_directory": t.TempDir(),

@@ -1,9 +1,6 @@
 package sandbox_test
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -39,7 +36,7 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 	for _, f := range opts {
 		f(&o)
 	}
-	e := &env{t: t, net: cnitest.NewNet(t), parent: "/berth-e2e-" + randHex(4)}
+	e := &env{t: t, net: cnitest.NewNet(t), parent: "/berth-e2e-" + framework.RandHex(4)}
 	confDir := e.net.ConfDir
 	bins := []string{e.net.BinDir}
 	if o.prepare != nil {
@@ -62,19 +59,8 @@ type envOptions struct {
 }
 
 func (e *env) cleanup() {
-	if e.d.Running() && e.d.Runtime != nil {
-		// Not t.Context(): it is cancelled before cleanups run.
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		resp, err := e.d.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
-		if err != nil {
-			e.t.Errorf("cleanup: list pods: %v", err)
-		}
-		for _, p := range resp.GetItems() {
-			if _, err := e.d.Runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.Id}); err != nil {
-				e.t.Errorf("cleanup: remove pod %s: %v", p.Id, err)
-			}
-		}
+	if e.d.Running() {
+		e.d.RemoveAllPods()
 	}
 	// Whatever still runs under the test's own cgroup parent is a pause
 	// the daemon could not remove (it died, or the test broke it).
@@ -82,7 +68,7 @@ func (e *env) cleanup() {
 		e.t.Errorf("cleanup: processes left under %s: %s", e.parent, pids)
 	}
 	killUnder("/sys/fs/cgroup/pids" + e.parent)
-	removeCgroup(e.parent)
+	framework.RemoveCgroup(e.parent)
 }
 
 // killUnder SIGKILLs every process in a cgroup tree.
@@ -115,33 +101,9 @@ func killUnder(dir string) {
 	}
 }
 
-// removeCgroup removes a cgroup (and empty children) from every hierarchy.
-func removeCgroup(path string) {
-	dirs, _ := filepath.Glob("/sys/fs/cgroup/*" + path)
-	for _, d := range dirs {
-		removeTree(d)
-	}
-}
-
-func removeTree(dir string) {
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		if e.IsDir() {
-			removeTree(filepath.Join(dir, e.Name()))
-		}
-	}
-	os.Remove(dir)
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 func (e *env) config(name string) *runtimeapi.PodSandboxConfig {
 	return &runtimeapi.PodSandboxConfig{
-		Metadata: &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "e2e", Uid: "uid-" + name + "-" + randHex(3)},
+		Metadata: &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "e2e", Uid: "uid-" + name + "-" + framework.RandHex(3)},
 		Hostname: name,
 		Labels:   map[string]string{"app": name},
 		Linux:    &runtimeapi.LinuxPodSandboxConfig{CgroupParent: e.parent},

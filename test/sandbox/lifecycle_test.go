@@ -244,12 +244,12 @@ func TestBadRequests(t *testing.T) {
 func TestDefaultNetworkAndReadiness(t *testing.T) {
 	framework.RequireRoot(t)
 	subnet := cnitest.FreeSubnet(t)
-	bridge := "bd" + randHex(4)
+	bridge := "bd" + framework.RandHex(4)
 	t.Cleanup(func() {
 		cnitest.DeleteLink(bridge)
 	})
-	parent := "/berth-e2e-" + randHex(4)
-	t.Cleanup(func() { removeCgroup(parent) })
+	parent := "/berth-e2e-" + framework.RandHex(4)
+	t.Cleanup(func() { framework.RemoveCgroup(parent) })
 	confDir := filepath.Join(t.TempDir(), "net.d")
 	d := framework.StartDaemon(t, framework.WithArgs("--cni-conf-dir", confDir, "--cni-bin-dir", cnitest.PluginDir(t),
 		"--default-network", "--default-network-bridge", bridge, "--default-network-subnet", subnet.String()))

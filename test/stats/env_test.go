@@ -1,8 +1,6 @@
 package stats_test
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"os"
 	"path/filepath"
 	"testing"
@@ -25,7 +23,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	framework.RequireRoot(t)
 	reg := framework.TestRegistry(t)
-	e := &env{t: t, image: reg + "/library/busybox:latest", parent: "/berth-stats-e2e-" + randHex(4)}
+	e := &env{t: t, image: reg + "/library/busybox:latest", parent: "/berth-stats-e2e-" + framework.RandHex(4)}
 	n := cnitest.NewNet(t)
 	// Registered first, so it runs last: after the daemon's cleanup has
 	// removed the pods inside it.
@@ -42,16 +40,10 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-func randHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 func (e *env) runPod(name string) (string, *runtimeapi.PodSandboxConfig) {
 	e.t.Helper()
 	cfg := &runtimeapi.PodSandboxConfig{
-		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "e2e", Uid: "uid-" + name + "-" + randHex(3)},
+		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "e2e", Uid: "uid-" + name + "-" + framework.RandHex(3)},
 		Hostname:     name,
 		LogDirectory: e.t.TempDir(),
 		Linux:        &runtimeapi.LinuxPodSandboxConfig{CgroupParent: e.parent},

@@ -2,8 +2,6 @@ package streaming_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,7 +28,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	framework.RequireRoot(t)
 	reg := framework.TestRegistry(t)
-	e := &env{t: t, image: reg + "/library/busybox:latest", parent: "/berth-stream-e2e-" + randHex(4), crictl: crictlBinary(t)}
+	e := &env{t: t, image: reg + "/library/busybox:latest", parent: "/berth-stream-e2e-" + framework.RandHex(4), crictl: crictlBinary(t)}
 	e.cfg = filepath.Join(t.TempDir(), "crictl.yaml")
 	os.WriteFile(e.cfg, nil, 0o644)
 	n := cnitest.NewNet(t)
@@ -60,16 +58,10 @@ func crictlBinary(t *testing.T) string {
 	return framework.Crictl(t) // skips
 }
 
-func randHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 func (e *env) runPod(name string) (string, *runtimeapi.PodSandboxConfig) {
 	e.t.Helper()
 	cfg := &runtimeapi.PodSandboxConfig{
-		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "e2e", Uid: "uid-" + name + "-" + randHex(3)},
+		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "e2e", Uid: "uid-" + name + "-" + framework.RandHex(3)},
 		Hostname:     name,
 		LogDirectory: e.t.TempDir(),
 		Linux:        &runtimeapi.LinuxPodSandboxConfig{CgroupParent: e.parent},
