@@ -2,9 +2,7 @@ package kubelet_test
 
 import (
 	"bytes"
-	"crypto/rand"
 	"crypto/tls"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -57,12 +55,6 @@ func etcdBinary(t *testing.T) string {
 	return p
 }
 
-func randHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 // env is one test's berth, on a default network of its own, and the host
 // guard around it.
 type env struct {
@@ -89,7 +81,7 @@ func newEnv(t *testing.T) *env {
 	reg := framework.TestRegistry(t)
 	kubeBinary(t, "kubelet")
 	takeTurn(t)
-	id := randHex(3)
+	id := framework.RandHex(3)
 	e := &env{
 		t:        t,
 		reg:      reg,
