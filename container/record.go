@@ -2,6 +2,7 @@ package container
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -75,6 +76,9 @@ type ctr struct {
 	// seen meanwhile is reported after the start (stopPending), so that
 	// events come in the order things happened.
 	starting, stopPending bool
+
+	// listed is the container's ListContainers item, encoded (list.go).
+	listed atomic.Pointer[listEntry]
 }
 
 func (c *ctr) snapshot() Record {

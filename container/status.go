@@ -96,32 +96,6 @@ func (s *Service) Status(ctx context.Context, id string, verbose bool) (*runtime
 	return st, map[string]string{"info": string(b)}, nil
 }
 
-// List is ListContainers with every CRI filter.
-func (s *Service) List(ctx context.Context, f *runtimeapi.ContainerFilter) []*runtimeapi.Container {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	var out []*runtimeapi.Container
-	for _, c := range s.ctrs {
-		c.mu.RLock()
-		r := &c.rec
-		ok := r.State != StateCreating && !r.Sandbox &&
-			(f.GetId() == "" || strings.HasPrefix(r.ID, f.GetId())) &&
-			(f.GetPodSandboxId() == "" || strings.HasPrefix(r.PodID, f.GetPodSandboxId())) &&
-			(f.GetState() == nil || f.GetState().GetState() == criState(c)) &&
-			matchLabels(c.cfg.GetLabels(), f.GetLabelSelector())
-		if ok {
-			out = append(out, &runtimeapi.Container{
-				Id: r.ID, PodSandboxId: r.PodID, Metadata: c.cfg.GetMetadata(),
-				Image: c.cfg.GetImage(), ImageRef: r.ImageRef, ImageId: r.ImageID,
-				State: criState(c), CreatedAt: r.CreatedAt,
-				Labels: c.cfg.GetLabels(), Annotations: c.cfg.GetAnnotations(),
-			})
-		}
-		c.mu.RUnlock()
-	}
-	return out
-}
-
 func matchLabels(labels, selector map[string]string) bool {
 	for k, v := range selector {
 		if got, ok := labels[k]; !ok || got != v {

@@ -11,5 +11,14 @@ func (s *Server) ListContainers(ctx context.Context, req *runtimeapi.ListContain
 	if s.containers == nil {
 		return nil, errNoContainers
 	}
+	// A service that keeps its items encoded answers without encoding
+	// them again (container.Service.ListResponse).
+	if enc, ok := s.containers.(encodedContainerLister); ok {
+		return enc.ListResponse(ctx, req.GetFilter()), nil
+	}
 	return &runtimeapi.ListContainersResponse{Containers: s.containers.List(ctx, req.GetFilter())}, nil
+}
+
+type encodedContainerLister interface {
+	ListResponse(ctx context.Context, filter *runtimeapi.ContainerFilter) *runtimeapi.ListContainersResponse
 }
