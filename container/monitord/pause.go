@@ -131,6 +131,12 @@ func (p *pauseProc) start(r *monitor.PauseRequest) error {
 	}
 	for _, dir := range r.CgroupDirs {
 		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(p.pid)), 0o644); err != nil {
+			// Pause may have failed its setup and exited first (the move
+			// of an exited process fails): its own message says why.
+			syncR.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+			if msg, _ := io.ReadAll(io.LimitReader(syncR, 4096)); len(msg) > 0 && string(msg) != "ok" {
+				return fail(fmt.Errorf("pause: %s", strings.TrimSpace(string(msg))))
+			}
 			return fail(fmt.Errorf("move pause into cgroup %s: %w", dir, err))
 		}
 	}

@@ -86,6 +86,29 @@ func TestRunPauseFailure(t *testing.T) {
 	}
 }
 
+// A pause that fails its setup and exits before the monitor moves it into
+// the pod's cgroups: the failed move reports pause's own message. The
+// first cgroup.procs is a FIFO that pause opens once its message is sent,
+// so that the second move, which fails (no such cgroup), comes after it.
+func TestRunPauseFailureBeforeCgroupMove(t *testing.T) {
+	e := start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	first, missing := t.TempDir(), filepath.Join(t.TempDir(), "gone")
+	fifo := filepath.Join(first, "cgroup.procs")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.client.Call(ctx, &monitor.Request{Op: monitor.OpRunPause, ID: "pod1", Pause: &monitor.PauseRequest{
+		Args:       []string{"/bin/sh", "-c", `echo "sysctl net.x: no such file" >&3; exec 3>&-; cat "$0" >/dev/null`, fifo},
+		Dir:        t.TempDir(),
+		CgroupDirs: []string{first, missing},
+	}})
+	if err == nil || !strings.Contains(err.Error(), "pause: sysctl net.x: no such file") {
+		t.Fatalf("run-pause = %v, want pause's own message", err)
+	}
+}
+
 func statusField(t *testing.T, pid int, key string) string {
 	t.Helper()
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
