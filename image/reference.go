@@ -2,6 +2,7 @@ package image
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -38,6 +39,13 @@ func ParseReference(s string) (Reference, error) {
 		Registry: canonicalRegistry(ref.Context().RegistryStr()),
 		Path:     ref.Context().RepositoryStr(),
 	}
+	// go-containerregistry checks the characters of the path, not its
+	// components: "/", "a//b" and "a/" would pass.
+	for _, c := range strings.Split(r.Path, "/") {
+		if !pathComponent.MatchString(c) {
+			return Reference{}, fmt.Errorf("%w %q: repository path component %q", ErrInvalidReference, s, c)
+		}
+	}
 	switch v := ref.(type) {
 	case name.Digest:
 		r.Digest = v.DigestStr()
@@ -46,6 +54,10 @@ func ParseReference(s string) (Reference, error) {
 	}
 	return r, nil
 }
+
+// pathComponent is one component of a repository path, as the OCI
+// distribution spec defines it.
+var pathComponent = regexp.MustCompile(`^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$`)
 
 // canonicalRegistry maps the several names of Docker Hub to one.
 func canonicalRegistry(host string) string {

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -18,7 +17,7 @@ func (s *Server) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) 
 	if req.GetTimeout() < 0 {
 		return nil, invalidf("timeout must not be negative")
 	}
-	res, err := s.containers.ExecSync(ctx, req.GetContainerId(), req.GetCmd(), time.Duration(req.GetTimeout())*time.Second)
+	res, err := s.containers.ExecSync(ctx, req.GetContainerId(), req.GetCmd(), seconds(req.GetTimeout()))
 	if err != nil {
 		return nil, containerError(err)
 	}

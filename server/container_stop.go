@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"math"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -15,8 +16,18 @@ func (s *Server) StopContainer(ctx context.Context, req *runtimeapi.StopContaine
 	if req.GetTimeout() < 0 {
 		return nil, invalidf("timeout must not be negative")
 	}
-	if err := s.containers.Stop(ctx, req.GetContainerId(), time.Duration(req.GetTimeout())*time.Second); err != nil {
+	if err := s.containers.Stop(ctx, req.GetContainerId(), seconds(req.GetTimeout())); err != nil {
 		return nil, containerError(err)
 	}
 	return &runtimeapi.StopContainerResponse{}, nil
+}
+
+// seconds is a CRI timeout in seconds as a Duration. A timeout too long to
+// be one (about 292 years) is the longest Duration instead of overflowing
+// to a negative one, which would mean no grace at all.
+func seconds(n int64) time.Duration {
+	if n > int64(math.MaxInt64/time.Second) {
+		return math.MaxInt64
+	}
+	return time.Duration(n) * time.Second
 }

@@ -137,6 +137,9 @@ type lineWriter struct {
 	stream  string
 	pending []byte // text of the current line not yet written
 	out     []byte
+	// partial: the last record written was P, so the line is still open
+	// even when pending is empty (it filled a record exactly).
+	partial bool
 }
 
 func (w *lineWriter) Write(p []byte) (int, error) {
@@ -190,12 +193,14 @@ func (w *lineWriter) record(ts string, tag byte) {
 	w.out = append(w.out, w.pending...)
 	w.out = append(w.out, '\n')
 	w.pending = w.pending[:0]
+	w.partial = tag == 'P'
 }
 
 // Close writes a last line that had no newline, as a full record: the
-// stream is over, so the line is complete.
+// stream is over, so the line is complete. A line that ended exactly on
+// a P record gets an empty F record, or the reader would wait for its end.
 func (w *lineWriter) Close() error {
-	if len(w.pending) == 0 {
+	if len(w.pending) == 0 && !w.partial {
 		return nil
 	}
 	w.out = w.out[:0]
