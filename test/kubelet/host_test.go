@@ -295,16 +295,46 @@ func removeCgroupTree(t *testing.T, path string) {
 	}
 }
 
-// iptablesRulesNaming lists iptables rules (all tables) that mention s.
-func iptablesRulesNaming(s string) []string {
-	out, _ := exec.Command("iptables-save").Output()
+// deleteNATRulesNaming deletes the nat rules that mention s (a pod subnet's
+// prefix: the bridge plugin's masquerade rules of pods not torn down) with
+// the per-pod CNI-* chains they jump to, and returns the rules it found.
+func deleteNATRulesNaming(t *testing.T, s string) []string {
+	out, _ := exec.Command("iptables", "-w", "-t", "nat", "-S").Output()
 	var rules []string
+	chains := map[string]bool{}
 	for _, line := range strings.Split(string(out), "\n") {
-		if strings.HasPrefix(line, "-A ") && strings.Contains(line, s) {
-			rules = append(rules, line)
+		if !strings.HasPrefix(line, "-A ") || !strings.Contains(line, s) {
+			continue
+		}
+		rules = append(rules, line)
+		args, err := shellwords.Parse(line)
+		if err != nil || len(args) < 2 {
+			continue
+		}
+		if perPod(args[1]) { // a rule of a per-pod chain: the chain goes
+			chains[args[1]] = true
+			continue
+		}
+		for i, a := range args {
+			if a == "-j" && i+1 < len(args) && perPod(args[i+1]) {
+				chains[args[i+1]] = true
+			}
+		}
+		args[0] = "-D"
+		if out, err := exec.Command("iptables", append([]string{"-w", "-t", "nat"}, args...)...).CombinedOutput(); err != nil {
+			t.Errorf("iptables -t nat %s: %v: %s", strings.Join(args, " "), err, out)
 		}
 	}
+	for c := range chains {
+		exec.Command("iptables", "-w", "-t", "nat", "-F", c).Run()
+		exec.Command("iptables", "-w", "-t", "nat", "-X", c).Run()
+	}
 	return rules
+}
+
+// perPod tells the bridge plugin's per-pod chains from portmap's shared ones.
+func perPod(chain string) bool {
+	return strings.HasPrefix(chain, "CNI-") && !strings.HasPrefix(chain, "CNI-HOSTPORT")
 }
 
 func describeMounts(prefix string) []string {

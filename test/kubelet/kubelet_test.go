@@ -67,8 +67,8 @@ type env struct {
 	nodeName string
 	// nodeIP is the kubelet's node IP and server address: the kubelet
 	// refuses a loopback node IP, so it is on an interface of the test's
-	// own (an empty bridge), which keeps the API server's connections to the kubelet
-	// on this machine.
+	// own (an empty bridge), which keeps the API server's connections to
+	// the kubelet on this machine.
 	nodeIP string
 }
 
@@ -96,8 +96,8 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(func() {
 		cnitest.DeleteLink(e.bridge)
 		prefix := strings.TrimSuffix(e.subnet.IP.String(), "0")
-		for _, r := range iptablesRulesNaming(prefix) {
-			t.Errorf("iptables rule naming the pod subnet left: %s", r)
+		for _, r := range deleteNATRulesNaming(t, prefix) {
+			t.Errorf("iptables rule naming the pod subnet left (deleted): %s", r)
 		}
 	})
 	cfg := fmt.Sprintf(`[cni]
@@ -113,8 +113,8 @@ default_subnet = %q
 	return e
 }
 
-// makeNodeIP creates an interface (an empty bridge) named link with the first address
-// of a free /24 other than avoid, removed when the test ends.
+// makeNodeIP creates an interface (an empty bridge) named link with the
+// first address of a free /24 other than avoid, removed when the test ends.
 func makeNodeIP(t *testing.T, link string, avoid *net.IPNet) string {
 	t.Helper()
 	subnet := cnitest.FreeSubnet(t)
