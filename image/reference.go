@@ -39,6 +39,12 @@ func ParseReference(s string) (Reference, error) {
 		Registry: canonicalRegistry(ref.Context().RegistryStr()),
 		Path:     ref.Context().RepositoryStr(),
 	}
+	// Docker Hub's official images live under library/, whichever of its
+	// names the reference used (go-containerregistry adds it only for
+	// index.docker.io and docker.io).
+	if r.Registry == dockerHub && !strings.Contains(r.Path, "/") {
+		r.Path = "library/" + r.Path
+	}
 	// go-containerregistry checks the characters of the path, not its
 	// components: "/", "a//b" and "a/" would pass.
 	for _, c := range strings.Split(r.Path, "/") {
