@@ -282,10 +282,12 @@ func TestCluster(t *testing.T) {
 		if out := c.mustKubectl(t, "", "logs", "web", "-c", "init"); out != "init done\n" {
 			t.Errorf("kubectl logs -c init: %q", out)
 		}
-		out := c.mustKubectl(t, "", "logs", "web", "-c", "logger", "--tail", "3")
-		if !regexp.MustCompile(`^(logline \d+ \.+\n){3}$`).MatchString(out) {
-			t.Errorf("kubectl logs -c logger --tail 3: %q", out)
-		}
+		// The kubelet reads the current file only: right after a rotation
+		// it holds fewer than 3 lines, for a moment none.
+		waitFor(t, 10*time.Second, "kubectl logs -c logger --tail 3", func() (bool, string) {
+			out := c.mustKubectl(t, "", "logs", "web", "-c", "logger", "--tail", "3")
+			return regexp.MustCompile(`^(logline \d+ \.+\n){1,3}$`).MatchString(out), fmt.Sprintf("%q", out)
+		})
 	})
 
 	ready := func(want bool) func(p *pod) bool {
@@ -323,14 +325,17 @@ func TestCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := c.mustKubectl(t, "", "logs", "web", "-c", "logger", "--tail", "1")
-		m := regexp.MustCompile(`^logline (\d+) \.+\n$`).FindStringSubmatch(out)
-		if m == nil {
-			t.Fatalf("kubectl logs --tail 1: %q", out)
-		}
-		if n, _ := strconv.Atoi(m[1]); n < last {
-			t.Errorf("kubectl logs shows line %d, the files already had %d", n, last)
-		}
+		// The latest line, written after the rotations (once the current
+		// file has one).
+		waitFor(t, 10*time.Second, fmt.Sprintf("kubectl logs --tail 1 at line %d or later", last), func() (bool, string) {
+			out := c.mustKubectl(t, "", "logs", "web", "-c", "logger", "--tail", "1")
+			m := regexp.MustCompile(`^logline (\d+) \.+\n$`).FindStringSubmatch(out)
+			if m == nil {
+				return false, fmt.Sprintf("%q", out)
+			}
+			n, _ := strconv.Atoi(m[1])
+			return n >= last, fmt.Sprintf("%q", out)
+		})
 	})
 
 	t.Run("crash back-off", func(t *testing.T) {
