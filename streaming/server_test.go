@@ -121,20 +121,32 @@ func TestValidation(t *testing.T) {
 		call func() error
 		code codes.Code
 	}{
-		{"exec without container", func() error { _, err := s.GetExec(&runtimeapi.ExecRequest{Cmd: []string{"sh"}, Stdout: true}); return err }, codes.InvalidArgument},
-		{"exec without cmd", func() error { _, err := s.GetExec(&runtimeapi.ExecRequest{ContainerId: "c1", Stdout: true}); return err }, codes.InvalidArgument},
+		{"exec without container", func() error {
+			_, err := s.GetExec(&runtimeapi.ExecRequest{Cmd: []string{"sh"}, Stdout: true})
+			return err
+		}, codes.InvalidArgument},
+		{"exec without cmd", func() error {
+			_, err := s.GetExec(&runtimeapi.ExecRequest{ContainerId: "c1", Stdout: true})
+			return err
+		}, codes.InvalidArgument},
 		{"exec tty and stderr", func() error {
 			_, err := s.GetExec(&runtimeapi.ExecRequest{ContainerId: "c1", Cmd: []string{"sh"}, Tty: true, Stderr: true})
 			return err
 		}, codes.InvalidArgument},
-		{"exec no stream", func() error { _, err := s.GetExec(&runtimeapi.ExecRequest{ContainerId: "c1", Cmd: []string{"sh"}}); return err }, codes.InvalidArgument},
+		{"exec no stream", func() error {
+			_, err := s.GetExec(&runtimeapi.ExecRequest{ContainerId: "c1", Cmd: []string{"sh"}})
+			return err
+		}, codes.InvalidArgument},
 		{"attach no stream", func() error { _, err := s.GetAttach(&runtimeapi.AttachRequest{ContainerId: "c1"}); return err }, codes.InvalidArgument},
 		{"port-forward without pod", func() error { _, err := s.GetPortForward(&runtimeapi.PortForwardRequest{}); return err }, codes.InvalidArgument},
 		{"port-forward bad port", func() error {
 			_, err := s.GetPortForward(&runtimeapi.PortForwardRequest{PodSandboxId: "p", Port: []int32{70000}})
 			return err
 		}, codes.InvalidArgument},
-		{"exec ok", func() error { _, err := s.GetExec(&runtimeapi.ExecRequest{ContainerId: "c1", Cmd: []string{"sh"}, Stdin: true}); return err }, codes.OK},
+		{"exec ok", func() error {
+			_, err := s.GetExec(&runtimeapi.ExecRequest{ContainerId: "c1", Cmd: []string{"sh"}, Stdin: true})
+			return err
+		}, codes.OK},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

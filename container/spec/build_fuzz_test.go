@@ -38,7 +38,7 @@ func FuzzBuildPod(f *testing.F) {
 		{WorkingDir: "rel", Linux: &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
 			NamespaceOptions: &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_TARGET, TargetId: "c0"},
 			MaskedPaths:      []string{"/proc/kcore"}, ReadonlyPaths: []string{"/proc/sys"},
-			Apparmor:         &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: "../x"},
+			Apparmor: &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: "../x"},
 		}}},
 	}
 	for i, p := range pods {

@@ -12,7 +12,9 @@ func TestNetworkKeys(t *testing.T) {
 		wantErr    string
 	}{
 		{name: "default network", toml: "pause_image = \"\"\n[cni]\ndefault_network = true\ndefault_bridge = \"br1\"\ndefault_subnet = \"10.1.0.0/16\"",
-			want: func(c *Config) { c.CNI.DefaultNetwork, c.CNI.DefaultBridge, c.CNI.DefaultSubnet = true, "br1", "10.1.0.0/16" }},
+			want: func(c *Config) {
+				c.CNI.DefaultNetwork, c.CNI.DefaultBridge, c.CNI.DefaultSubnet = true, "br1", "10.1.0.0/16"
+			}},
 		{name: "bad subnet", toml: "[cni]\ndefault_subnet = \"10.1.0.0\"", wantErr: `invalid cni.default_subnet "10.1.0.0": want a CIDR such as 10.88.0.0/16`},
 		{name: "long bridge", toml: "[cni]\ndefault_bridge = \"averyveryverylongname\"", wantErr: `invalid cni.default_bridge "averyveryverylongname": want an interface name of at most 15 characters without '/', ':' or spaces`},
 		{name: "bridge with slash", toml: "[cni]\ndefault_bridge = \"a/b\"", wantErr: `invalid cni.default_bridge "a/b": want an interface name of at most 15 characters without '/', ':' or spaces`},

@@ -122,7 +122,9 @@ func TestStreamRPCsMatchList(t *testing.T) {
 			t.Fatal(err)
 		}
 		s, err := rt.StreamPodSandboxStats(ctx, &runtimeapi.StreamPodSandboxStatsRequest{Filter: f})
-		got := collect(t, s, err, func(r *runtimeapi.StreamPodSandboxStatsResponse) []*runtimeapi.PodSandboxStats { return r.PodSandboxStats })
+		got := collect(t, s, err, func(r *runtimeapi.StreamPodSandboxStatsResponse) []*runtimeapi.PodSandboxStats {
+			return r.PodSandboxStats
+		})
 		sameKeys(t, "pod stats", list.Stats, got, func(s *runtimeapi.PodSandboxStats) string {
 			var c []string
 			for _, x := range s.Linux.Containers {
@@ -137,7 +139,9 @@ func TestStreamRPCsMatchList(t *testing.T) {
 			t.Fatal(err)
 		}
 		s, err := rt.StreamPodSandboxMetrics(ctx, &runtimeapi.StreamPodSandboxMetricsRequest{})
-		got := collect(t, s, err, func(r *runtimeapi.StreamPodSandboxMetricsResponse) []*runtimeapi.PodSandboxMetrics { return r.PodSandboxMetrics })
+		got := collect(t, s, err, func(r *runtimeapi.StreamPodSandboxMetricsResponse) []*runtimeapi.PodSandboxMetrics {
+			return r.PodSandboxMetrics
+		})
 		sameKeys(t, "pod metrics", list.PodMetrics, got, func(m *runtimeapi.PodSandboxMetrics) string {
 			var c []string
 			for _, x := range m.ContainerMetrics {
