@@ -20,14 +20,14 @@ type watcher struct {
 }
 
 func (e *env) watch() *watcher {
-	e.t.Helper()
+	e.T.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	e.t.Cleanup(cancel)
-	stream, err := e.d.Runtime.GetContainerEvents(ctx, &runtimeapi.GetEventsRequest{})
+	e.T.Cleanup(cancel)
+	stream, err := e.D.Runtime.GetContainerEvents(ctx, &runtimeapi.GetEventsRequest{})
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	w := &watcher{t: e.t, ch: make(chan *runtimeapi.ContainerEventResponse, 100)}
+	w := &watcher{t: e.T, ch: make(chan *runtimeapi.ContainerEventResponse, 100)}
 	go func() {
 		defer close(w.ch)
 		for {
@@ -93,7 +93,7 @@ func TestContainerEvents(t *testing.T) {
 	e := newEnv(t)
 	w1, w2 := e.watch(), e.watch()
 	time.Sleep(100 * time.Millisecond) // let both subscriptions reach the server
-	pod, podCfg := e.runPod("evt")
+	pod, podCfg := e.RunPod("evt")
 	for _, w := range []*watcher{w1, w2} {
 		ev := w.next(created, pod)
 		if ev.PodSandboxStatus.Id != pod || ev.PodSandboxStatus.Metadata.Name != "evt" || ev.PodSandboxStatus.Metadata.Uid != podCfg.Metadata.Uid {
@@ -139,7 +139,7 @@ func TestContainerEvents(t *testing.T) {
 	e.start(sleeper)
 	w1.next(created, sleeper)
 	w1.next(started, sleeper)
-	if _, err := e.d.Runtime.StopContainer(framework.Ctx(t), &runtimeapi.StopContainerRequest{ContainerId: sleeper, Timeout: 10}); err != nil {
+	if _, err := e.D.Runtime.StopContainer(framework.Ctx(t), &runtimeapi.StopContainerRequest{ContainerId: sleeper, Timeout: 10}); err != nil {
 		t.Fatal(err)
 	}
 	if st := statusOf(w1.next(stopped, sleeper), sleeper); st.ExitCode != 143 {
@@ -147,7 +147,7 @@ func TestContainerEvents(t *testing.T) {
 	}
 	w1.none()
 
-	if _, err := e.d.Runtime.RemoveContainer(framework.Ctx(t), &runtimeapi.RemoveContainerRequest{ContainerId: ctr}); err != nil {
+	if _, err := e.D.Runtime.RemoveContainer(framework.Ctx(t), &runtimeapi.RemoveContainerRequest{ContainerId: ctr}); err != nil {
 		t.Fatal(err)
 	}
 	if ev := w1.next(deleted, ctr); statusOf(ev, ctr) != nil || statusOf(ev, sleeper) == nil {
@@ -156,13 +156,13 @@ func TestContainerEvents(t *testing.T) {
 
 	// The pod: stopped (its container first, already exited: no event),
 	// then removed, with its last status.
-	if _, err := e.d.Runtime.StopPodSandbox(framework.Ctx(t), &runtimeapi.StopPodSandboxRequest{PodSandboxId: pod}); err != nil {
+	if _, err := e.D.Runtime.StopPodSandbox(framework.Ctx(t), &runtimeapi.StopPodSandboxRequest{PodSandboxId: pod}); err != nil {
 		t.Fatal(err)
 	}
 	if st := w1.next(stopped, pod).PodSandboxStatus.State; st != runtimeapi.PodSandboxState_SANDBOX_NOTREADY {
 		t.Fatalf("pod stopped, state %s", st)
 	}
-	if _, err := e.d.Runtime.RemovePodSandbox(framework.Ctx(t), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: pod}); err != nil {
+	if _, err := e.D.Runtime.RemovePodSandbox(framework.Ctx(t), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: pod}); err != nil {
 		t.Fatal(err)
 	}
 	deletedCtrs := map[string]bool{}
@@ -183,22 +183,22 @@ func TestContainerEvents(t *testing.T) {
 }
 
 func (e *env) create(pod string, podCfg *runtimeapi.PodSandboxConfig, name, script string) string {
-	e.t.Helper()
-	resp, err := e.d.Runtime.CreateContainer(framework.Ctx(e.t), &runtimeapi.CreateContainerRequest{PodSandboxId: pod, SandboxConfig: podCfg, Config: &runtimeapi.ContainerConfig{
+	e.T.Helper()
+	resp, err := e.D.Runtime.CreateContainer(framework.Ctx(e.T), &runtimeapi.CreateContainerRequest{PodSandboxId: pod, SandboxConfig: podCfg, Config: &runtimeapi.ContainerConfig{
 		Metadata: &runtimeapi.ContainerMetadata{Name: name},
-		Image:    &runtimeapi.ImageSpec{Image: e.image},
+		Image:    &runtimeapi.ImageSpec{Image: e.Image},
 		Command:  []string{"sh", "-c", script},
 	}})
 	if err != nil {
-		e.t.Fatalf("CreateContainer %s: %v", name, err)
+		e.T.Fatalf("CreateContainer %s: %v", name, err)
 	}
 	return resp.ContainerId
 }
 
 func (e *env) start(id string) {
-	e.t.Helper()
-	if _, err := e.d.Runtime.StartContainer(framework.Ctx(e.t), &runtimeapi.StartContainerRequest{ContainerId: id}); err != nil {
-		e.t.Fatal(fmt.Errorf("StartContainer: %w", err))
+	e.T.Helper()
+	if _, err := e.D.Runtime.StartContainer(framework.Ctx(e.T), &runtimeapi.StartContainerRequest{ContainerId: id}); err != nil {
+		e.T.Fatal(fmt.Errorf("StartContainer: %w", err))
 	}
 }
 
@@ -208,10 +208,10 @@ func TestPodEventWhenPauseDies(t *testing.T) {
 	e := newEnv(t)
 	w := e.watch()
 	time.Sleep(100 * time.Millisecond)
-	pod, _ := e.runPod("doomed")
+	pod, _ := e.RunPod("doomed")
 	w.next(created, pod)
 	w.next(started, pod)
-	resp, err := e.d.Runtime.PodSandboxStatus(framework.Ctx(t), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: pod, Verbose: true})
+	resp, err := e.D.Runtime.PodSandboxStatus(framework.Ctx(t), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: pod, Verbose: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,9 +24,9 @@ func TestMeasureListStats(t *testing.T) {
 	}
 	perPod := 5
 	for i := 0; i < n; i += perPod {
-		pod, cfg := e.runPod(fmt.Sprintf("m%d", i/perPod))
+		pod, cfg := e.RunPod(fmt.Sprintf("m%d", i/perPod))
 		for j := i; j < i+perPod && j < n; j++ {
-			e.run(pod, cfg, fmt.Sprintf("c%d", j), "sleep 100000", nil)
+			e.Run(pod, cfg, fmt.Sprintf("c%d", j), "sleep 100000", nil)
 		}
 	}
 	ctx := framework.Ctx(t)
@@ -36,14 +36,14 @@ func TestMeasureListStats(t *testing.T) {
 		return time.Since(start), got
 	}
 	listCtrs := func() int {
-		resp, err := e.d.Runtime.ListContainerStats(ctx, &runtimeapi.ListContainerStatsRequest{})
+		resp, err := e.D.Runtime.ListContainerStats(ctx, &runtimeapi.ListContainerStatsRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return len(resp.Stats)
 	}
 	listPods := func() int {
-		resp, err := e.d.Runtime.ListPodSandboxStats(ctx, &runtimeapi.ListPodSandboxStatsRequest{})
+		resp, err := e.D.Runtime.ListPodSandboxStats(ctx, &runtimeapi.ListPodSandboxStatsRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,28 +12,28 @@ import (
 )
 
 func (e *env) containerStats(id string) *runtimeapi.ContainerStats {
-	e.t.Helper()
-	resp, err := e.d.Runtime.ContainerStats(framework.Ctx(e.t), &runtimeapi.ContainerStatsRequest{ContainerId: id})
+	e.T.Helper()
+	resp, err := e.D.Runtime.ContainerStats(framework.Ctx(e.T), &runtimeapi.ContainerStatsRequest{ContainerId: id})
 	if err != nil {
-		e.t.Fatalf("ContainerStats %s: %v", id, err)
+		e.T.Fatalf("ContainerStats %s: %v", id, err)
 	}
 	return resp.Stats
 }
 
 func (e *env) podStats(id string) *runtimeapi.PodSandboxStats {
-	e.t.Helper()
-	resp, err := e.d.Runtime.PodSandboxStats(framework.Ctx(e.t), &runtimeapi.PodSandboxStatsRequest{PodSandboxId: id})
+	e.T.Helper()
+	resp, err := e.D.Runtime.PodSandboxStats(framework.Ctx(e.T), &runtimeapi.PodSandboxStatsRequest{PodSandboxId: id})
 	if err != nil {
-		e.t.Fatalf("PodSandboxStats %s: %v", id, err)
+		e.T.Fatalf("PodSandboxStats %s: %v", id, err)
 	}
 	return resp.Stats
 }
 
 func (e *env) exec(id string, cmd ...string) string {
-	e.t.Helper()
-	resp, err := e.d.Runtime.ExecSync(framework.Ctx(e.t), &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: cmd, Timeout: 20})
+	e.T.Helper()
+	resp, err := e.D.Runtime.ExecSync(framework.Ctx(e.T), &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: cmd, Timeout: 20})
 	if err != nil || resp.ExitCode != 0 {
-		e.t.Fatalf("exec %q: %v %v", cmd, err, resp)
+		e.T.Fatalf("exec %q: %v %v", cmd, err, resp)
 	}
 	return string(resp.Stdout)
 }
@@ -46,11 +46,11 @@ func labelled(name string) func(*runtimeapi.ContainerConfig) {
 // what the containers do.
 func TestStatsMove(t *testing.T) {
 	e := newEnv(t)
-	pod, podCfg := e.runPod("busy")
-	burner := e.run(pod, podCfg, "burner", "while :; do :; done", labelled("burner"))
+	pod, podCfg := e.RunPod("busy")
+	burner := e.Run(pod, podCfg, "burner", "while :; do :; done", labelled("burner"))
 	// awk holds a 60 MB string (anonymous memory) while it waits.
-	hog := e.run(pod, podCfg, "hog", `exec awk 'BEGIN { s = sprintf("%60000000s", ""); print "allocated"; system("sleep 100000") }'`, labelled("hog"))
-	writer := e.run(pod, podCfg, "writer", "dd if=/dev/zero of=/blob bs=1M count=3 2>/dev/null; touch /done; sleep 100000", labelled("writer"))
+	hog := e.Run(pod, podCfg, "hog", `exec awk 'BEGIN { s = sprintf("%60000000s", ""); print "allocated"; system("sleep 100000") }'`, labelled("hog"))
+	writer := e.Run(pod, podCfg, "writer", "dd if=/dev/zero of=/blob bs=1M count=3 2>/dev/null; touch /done; sleep 100000", labelled("writer"))
 
 	// CPU: the counter moves, and a rate comes from two samples.
 	first := e.containerStats(burner)
@@ -112,7 +112,7 @@ func TestStatsMove(t *testing.T) {
 
 	// Filters.
 	list := func(f *runtimeapi.ContainerStatsFilter) []string {
-		resp, err := e.d.Runtime.ListContainerStats(framework.Ctx(t), &runtimeapi.ListContainerStatsRequest{Filter: f})
+		resp, err := e.D.Runtime.ListContainerStats(framework.Ctx(t), &runtimeapi.ListContainerStatsRequest{Filter: f})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,15 +141,15 @@ func TestStatsMove(t *testing.T) {
 	}
 
 	// An exited container: gone from the list, its stats without cgroup.
-	done := e.run(pod, podCfg, "done", "true", nil)
-	e.waitExit(done, 20*time.Second)
+	done := e.Run(pod, podCfg, "done", "true", nil)
+	e.WaitExit(done, 20*time.Second)
 	if got := list(&runtimeapi.ContainerStatsFilter{Id: done}); len(got) != 0 {
 		t.Errorf("an exited container is listed: %v", got)
 	}
 	if st := e.containerStats(done); st.Cpu != nil || st.WritableLayer == nil {
 		t.Errorf("exited container stats: %v", st)
 	}
-	if _, err := e.d.Runtime.ContainerStats(framework.Ctx(t), &runtimeapi.ContainerStatsRequest{ContainerId: "nonexistent"}); err == nil {
+	if _, err := e.D.Runtime.ContainerStats(framework.Ctx(t), &runtimeapi.ContainerStatsRequest{ContainerId: "nonexistent"}); err == nil {
 		t.Error("ContainerStats of a missing container: no error")
 	}
 }
@@ -158,17 +158,17 @@ func TestStatsMove(t *testing.T) {
 // namespace, grow with the traffic it sends and receives.
 func TestNetworkCounters(t *testing.T) {
 	e := newEnv(t)
-	server, serverCfg := e.runPod("server")
-	web := e.run(server, serverCfg, "web", "mkdir -p /www && dd if=/dev/zero of=/www/big bs=1M count=2 2>/dev/null && exec httpd -f -p 8080 -h /www", nil)
-	client, clientCfg := e.runPod("client")
-	cli := e.run(client, clientCfg, "cli", "sleep 100000", nil)
-	st, err := e.d.Runtime.PodSandboxStatus(framework.Ctx(t), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: server})
+	server, serverCfg := e.RunPod("server")
+	web := e.Run(server, serverCfg, "web", "mkdir -p /www && dd if=/dev/zero of=/www/big bs=1M count=2 2>/dev/null && exec httpd -f -p 8080 -h /www", nil)
+	client, clientCfg := e.RunPod("client")
+	cli := e.Run(client, clientCfg, "cli", "sleep 100000", nil)
+	st, err := e.D.Runtime.PodSandboxStatus(framework.Ctx(t), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: server})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ip := st.Status.Network.Ip
 	for {
-		r, err := e.d.Runtime.ExecSync(framework.Ctx(t), &runtimeapi.ExecSyncRequest{ContainerId: web, Cmd: []string{"wget", "-q", "-O", "/dev/null", "http://127.0.0.1:8080/big"}, Timeout: 5})
+		r, err := e.D.Runtime.ExecSync(framework.Ctx(t), &runtimeapi.ExecSyncRequest{ContainerId: web, Cmd: []string{"wget", "-q", "-O", "/dev/null", "http://127.0.0.1:8080/big"}, Timeout: 5})
 		if err == nil && r.ExitCode == 0 {
 			break
 		}
@@ -194,7 +194,7 @@ func TestNetworkCounters(t *testing.T) {
 	t.Logf("client eth0 rx +%d, server eth0 tx +%d", rx, tx)
 
 	// The same counters as cAdvisor metrics.
-	descs, err := e.d.Runtime.ListMetricDescriptors(framework.Ctx(t), &runtimeapi.ListMetricDescriptorsRequest{})
+	descs, err := e.D.Runtime.ListMetricDescriptors(framework.Ctx(t), &runtimeapi.ListMetricDescriptorsRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestNetworkCounters(t *testing.T) {
 			t.Errorf("no metric descriptor %s", name)
 		}
 	}
-	metrics, err := e.d.Runtime.ListPodSandboxMetrics(framework.Ctx(t), &runtimeapi.ListPodSandboxMetricsRequest{})
+	metrics, err := e.D.Runtime.ListPodSandboxMetrics(framework.Ctx(t), &runtimeapi.ListPodSandboxMetricsRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,13 +72,13 @@ func sameKeys[T any](t *testing.T, what string, list, stream []T, key func(T) st
 // same objects must come back.
 func TestStreamRPCsMatchList(t *testing.T) {
 	e := newEnv(t)
-	podA, cfgA := e.runPod("a")
-	podB, cfgB := e.runPod("b")
-	e.run(podA, cfgA, "one", "sleep 100000", labelled("one"))
-	e.run(podA, cfgA, "two", "sleep 100000", labelled("two"))
-	e.run(podB, cfgB, "three", "sleep 100000", labelled("three"))
+	podA, cfgA := e.RunPod("a")
+	podB, cfgB := e.RunPod("b")
+	e.Run(podA, cfgA, "one", "sleep 100000", labelled("one"))
+	e.Run(podA, cfgA, "two", "sleep 100000", labelled("two"))
+	e.Run(podB, cfgB, "three", "sleep 100000", labelled("three"))
 	ctx := framework.Ctx(t)
-	rt, img := e.d.Runtime, e.d.Image
+	rt, img := e.D.Runtime, e.D.Image
 
 	for _, f := range []*runtimeapi.PodSandboxFilter{nil, {Id: podB}} {
 		list, err := rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: f})
