@@ -15,10 +15,10 @@ import (
 // its log as well), and the end of input ends the container.
 func TestAttachStdin(t *testing.T) {
 	e := newEnv(t)
-	pod, podCfg := e.runPod("attach")
+	pod, podCfg := e.RunPod("attach")
 	for _, tr := range transports {
 		t.Run(tr, func(t *testing.T) {
-			ctr := e.run(pod, podCfg, "reader-"+tr, `while read l; do echo "got:$l"; done; echo bye`, func(c *runtimeapi.ContainerConfig) {
+			ctr := e.Run(pod, podCfg, "reader-"+tr, `while read l; do echo "got:$l"; done; echo bye`, func(c *runtimeapi.ContainerConfig) {
 				c.Stdin, c.StdinOnce = true, true
 			})
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -53,7 +53,7 @@ func TestAttachStdin(t *testing.T) {
 			if !strings.Contains(out.String(), "got:last\nbye\n") {
 				t.Fatalf("crictl attach printed:\n%s", out.String())
 			}
-			if st := e.waitExit(ctr, 10*time.Second); st.ExitCode != 0 {
+			if st := e.WaitExit(ctr, 10*time.Second); st.ExitCode != 0 {
 				t.Fatalf("exit code %d", st.ExitCode)
 			}
 		})
@@ -64,10 +64,10 @@ func TestAttachStdin(t *testing.T) {
 // shell sees the client's size changes.
 func TestAttachTTY(t *testing.T) {
 	e := newEnv(t)
-	pod, podCfg := e.runPod("attach-tty")
+	pod, podCfg := e.RunPod("attach-tty")
 	for _, tr := range transports {
 		t.Run(tr, func(t *testing.T) {
-			ctr := e.run(pod, podCfg, "shell-"+tr, "", func(c *runtimeapi.ContainerConfig) {
+			ctr := e.Run(pod, podCfg, "shell-"+tr, "", func(c *runtimeapi.ContainerConfig) {
 				c.Command = []string{"sh"}
 				c.Stdin, c.Tty = true, true
 			})
@@ -97,14 +97,14 @@ func TestAttachTTY(t *testing.T) {
 			if err := tm.wait(); err != nil {
 				t.Fatalf("crictl attach: %v\n%q", err, tm.output())
 			}
-			e.waitExit(ctr, 10*time.Second)
+			e.WaitExit(ctr, 10*time.Second)
 		})
 	}
 }
 
 func containerLog(t *testing.T, e *env, id string) string {
 	t.Helper()
-	st, err := e.d.Runtime.ContainerStatus(context.Background(), &runtimeapi.ContainerStatusRequest{ContainerId: id})
+	st, err := e.D.Runtime.ContainerStatus(context.Background(), &runtimeapi.ContainerStatusRequest{ContainerId: id})
 	if err != nil {
 		t.Fatal(err)
 	}

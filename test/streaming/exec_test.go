@@ -18,8 +18,8 @@ import (
 // terminal's size, and a later resize.
 func TestExecTTY(t *testing.T) {
 	e := newEnv(t)
-	pod, podCfg := e.runPod("exec-tty")
-	ctr := e.run(pod, podCfg, "sleeper", "sleep 1000", nil)
+	pod, podCfg := e.RunPod("exec-tty")
+	ctr := e.Run(pod, podCfg, "sleeper", "sleep 1000", nil)
 	for _, tr := range transports {
 		t.Run(tr, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -51,8 +51,8 @@ func TestExecTTY(t *testing.T) {
 // end of input is the pipe's.
 func TestExecStdin(t *testing.T) {
 	e := newEnv(t)
-	pod, podCfg := e.runPod("exec-stdin")
-	ctr := e.run(pod, podCfg, "sleeper", "sleep 1000", nil)
+	pod, podCfg := e.RunPod("exec-stdin")
+	ctr := e.Run(pod, podCfg, "sleeper", "sleep 1000", nil)
 	for _, tr := range transports {
 		t.Run(tr, func(t *testing.T) {
 			out, err := e.crictlRun("hello\nworld\n", "exec", "-i", "--transport", tr, ctr, "sh", "-c", "tr a-z A-Z; echo done >&2")
@@ -71,9 +71,9 @@ func TestExecStdin(t *testing.T) {
 // run are refused before any URL is handed out.
 func TestStreamingURLs(t *testing.T) {
 	e := newEnv(t)
-	pod, podCfg := e.runPod("urls")
-	ctr := e.run(pod, podCfg, "sleeper", "sleep 1000", nil)
-	resp, err := e.d.Runtime.Exec(framework.Ctx(t), &runtimeapi.ExecRequest{ContainerId: ctr, Cmd: []string{"true"}, Stdout: true})
+	pod, podCfg := e.RunPod("urls")
+	ctr := e.Run(pod, podCfg, "sleeper", "sleep 1000", nil)
+	resp, err := e.D.Runtime.Exec(framework.Ctx(t), &runtimeapi.ExecRequest{ContainerId: ctr, Cmd: []string{"true"}, Stdout: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,17 +87,17 @@ func TestStreamingURLs(t *testing.T) {
 	if again := httpGet(t, resp.Url); again != http.StatusNotFound {
 		t.Fatalf("a used URL answered %d, want 404", again)
 	}
-	done := e.run(pod, podCfg, "done", "true", nil)
-	e.waitExit(done, 20*time.Second)
-	_, err = e.d.Runtime.Exec(framework.Ctx(t), &runtimeapi.ExecRequest{ContainerId: done, Cmd: []string{"true"}, Stdout: true})
+	done := e.Run(pod, podCfg, "done", "true", nil)
+	e.WaitExit(done, 20*time.Second)
+	_, err = e.D.Runtime.Exec(framework.Ctx(t), &runtimeapi.ExecRequest{ContainerId: done, Cmd: []string{"true"}, Stdout: true})
 	if status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("exec in an exited container: %v, want FailedPrecondition", err)
 	}
-	_, err = e.d.Runtime.Attach(framework.Ctx(t), &runtimeapi.AttachRequest{ContainerId: "nonexistent", Stdout: true})
+	_, err = e.D.Runtime.Attach(framework.Ctx(t), &runtimeapi.AttachRequest{ContainerId: "nonexistent", Stdout: true})
 	if status.Code(err) != codes.NotFound {
 		t.Fatalf("attach to a missing container: %v, want NotFound", err)
 	}
-	_, err = e.d.Runtime.Exec(framework.Ctx(t), &runtimeapi.ExecRequest{ContainerId: ctr, Cmd: []string{"sh"}, Tty: true, Stderr: true, Stdout: true})
+	_, err = e.D.Runtime.Exec(framework.Ctx(t), &runtimeapi.ExecRequest{ContainerId: ctr, Cmd: []string{"sh"}, Tty: true, Stderr: true, Stdout: true})
 	if status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("exec with tty and stderr: %v, want InvalidArgument", err)
 	}

@@ -26,11 +26,11 @@ func readFile(p string) (string, error) {
 // a pod, over SPDY and over WebSocket, several connections per session.
 func TestPortForward(t *testing.T) {
 	e := newEnv(t)
-	pod, podCfg := e.runPod("pf")
-	web := e.run(pod, podCfg, "web", "mkdir -p /tmp/www && echo hello-from-pod > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www", nil)
+	pod, podCfg := e.RunPod("pf")
+	web := e.Run(pod, podCfg, "web", "mkdir -p /tmp/www && echo hello-from-pod > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www", nil)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		r, err := e.d.Runtime.ExecSync(framework.Ctx(t), &runtimeapi.ExecSyncRequest{ContainerId: web, Cmd: []string{"wget", "-q", "-O-", "http://127.0.0.1:8080/"}, Timeout: 5})
+		r, err := e.D.Runtime.ExecSync(framework.Ctx(t), &runtimeapi.ExecSyncRequest{ContainerId: web, Cmd: []string{"wget", "-q", "-O-", "http://127.0.0.1:8080/"}, Timeout: 5})
 		if err == nil && r.ExitCode == 0 {
 			break
 		}
