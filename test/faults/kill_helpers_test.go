@@ -1,0 +1,246 @@
+package faults_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-runtime/berth/test/framework"
+)
+
+// Waits are generous: other engineers' tests load the same 2-core machine,
+// and a wait that runs out is a failure, not a measurement.
+const settle = 60 * time.Second
+
+// runPod runs a pod of e's, letting tweak change its config first (a
+// shared PID namespace, say).
+func runPod(e *framework.PodEnv, name string, tweak func(*runtimeapi.PodSandboxConfig)) (string, *runtimeapi.PodSandboxConfig) {
+	e.T.Helper()
+	cfg := &runtimeapi.PodSandboxConfig{
+		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "faults", Uid: "uid-" + name + "-" + framework.RandHex(3)},
+		Hostname:     name,
+		LogDirectory: e.T.TempDir(),
+		Linux:        &runtimeapi.LinuxPodSandboxConfig{CgroupParent: e.Parent},
+	}
+	if tweak != nil {
+		tweak(cfg)
+	}
+	resp, err := e.D.Runtime.RunPodSandbox(framework.Ctx(e.T), &runtimeapi.RunPodSandboxRequest{Config: cfg})
+	if err != nil {
+		e.T.Fatalf("RunPodSandbox %s: %v", name, err)
+	}
+	return resp.PodSandboxId, cfg
+}
+
+// infoPid is the pid in a verbose status's "info" document.
+func infoPid(t *testing.T, what string, info map[string]string) int {
+	t.Helper()
+	var v struct {
+		Pid int `json:"pid"`
+	}
+	if err := json.Unmarshal([]byte(info["info"]), &v); err != nil || v.Pid <= 0 {
+		t.Fatalf("%s: no pid in verbose info %q (%v)", what, info["info"], err)
+	}
+	return v.Pid
+}
+
+func pausePid(e *framework.PodEnv, pod string) int {
+	e.T.Helper()
+	resp, err := e.D.Runtime.PodSandboxStatus(framework.Ctx(e.T), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: pod, Verbose: true})
+	if err != nil {
+		e.T.Fatalf("PodSandboxStatus %s: %v", pod, err)
+	}
+	return infoPid(e.T, "pod "+pod, resp.Info)
+}
+
+func containerPid(e *framework.PodEnv, id string) int {
+	e.T.Helper()
+	resp, err := e.D.Runtime.ContainerStatus(framework.Ctx(e.T), &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
+	if err != nil {
+		e.T.Fatalf("ContainerStatus %s: %v", id, err)
+	}
+	return infoPid(e.T, "container "+id, resp.Info)
+}
+
+// monitorOf is pod's monitor: pause's parent, with the pod on its command
+// line (so the test can only ever signal a process of its own daemon).
+func monitorOf(t *testing.T, pod string, pause int) int {
+	t.Helper()
+	ppid := parentPid(t, pause)
+	cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", ppid))
+	if !bytes.Contains(cmd, []byte("\x00--pod\x00"+pod+"\x00")) {
+		t.Fatalf("pause %d's parent %d (%q) is not pod %s's monitor", pause, ppid, cmd, pod)
+	}
+	return ppid
+}
+
+func parentPid(t *testing.T, pid int) int {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatalf("pid %d: %v", pid, err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	t.Fatalf("no PPid in /proc/%d/status", pid)
+	return 0
+}
+
+// running is false for a process that is gone or a zombie.
+func running(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(data, ')')
+	return i < 0 || !bytes.HasPrefix(data[i+1:], []byte(" Z"))
+}
+
+func kill(t *testing.T, pid int, what string) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill %s (pid %d): %v", what, pid, err)
+	}
+}
+
+func waitGone(t *testing.T, pid int, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(settle); running(pid); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s (pid %d) still runs after %s", what, pid, settle)
+		}
+	}
+}
+
+func waitPodState(e *framework.PodEnv, pod string, want runtimeapi.PodSandboxState) {
+	e.T.Helper()
+	for deadline := time.Now().Add(settle); ; time.Sleep(20 * time.Millisecond) {
+		resp, err := e.D.Runtime.PodSandboxStatus(framework.Ctx(e.T), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: pod})
+		if err != nil {
+			e.T.Fatalf("PodSandboxStatus %s: %v", pod, err)
+		}
+		if resp.Status.State == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.T.Fatalf("pod %s still %s after %s, want %s", pod, resp.Status.State, settle, want)
+		}
+	}
+}
+
+func containerState(e *framework.PodEnv, id string) *runtimeapi.ContainerStatus {
+	e.T.Helper()
+	resp, err := e.D.Runtime.ContainerStatus(framework.Ctx(e.T), &runtimeapi.ContainerStatusRequest{ContainerId: id})
+	if err != nil {
+		e.T.Fatalf("ContainerStatus %s: %v", id, err)
+	}
+	return resp.Status
+}
+
+// listed is each container's state as ListContainers reports it.
+func listed(e *framework.PodEnv) map[string]runtimeapi.ContainerState {
+	e.T.Helper()
+	resp, err := e.D.Runtime.ListContainers(framework.Ctx(e.T), &runtimeapi.ListContainersRequest{})
+	if err != nil {
+		e.T.Fatalf("ListContainers: %v", err)
+	}
+	out := map[string]runtimeapi.ContainerState{}
+	for _, c := range resp.Containers {
+		out[c.Id] = c.State
+	}
+	return out
+}
+
+// stopAndRemove is what the kubelet does with a pod it gave up on: both
+// calls must succeed, and the pod and its containers be gone from the lists.
+func stopAndRemove(e *framework.PodEnv, pod string) {
+	e.T.Helper()
+	ctx := framework.Ctx(e.T)
+	if _, err := e.D.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: pod}); err != nil {
+		e.T.Fatalf("StopPodSandbox %s: %v", pod, err)
+	}
+	if _, err := e.D.Runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: pod}); err != nil {
+		e.T.Fatalf("RemovePodSandbox %s: %v", pod, err)
+	}
+	pods, err := e.D.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{Id: pod}})
+	if err != nil || len(pods.Items) != 0 {
+		e.T.Errorf("pod %s still listed after its removal: %v %v", pod, pods, err)
+	}
+	ctrs, err := e.D.Runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: pod}})
+	if err != nil || len(ctrs.Containers) != 0 {
+		e.T.Errorf("containers of pod %s still listed after its removal: %v %v", pod, ctrs, err)
+	}
+}
+
+// stopEvents follows GetContainerEvents and reports the containers a
+// CONTAINER_STOPPED_EVENT was seen for.
+type stopEvents struct {
+	t    *testing.T
+	seen chan string
+}
+
+func watchStops(e *framework.PodEnv) *stopEvents {
+	e.T.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	e.T.Cleanup(cancel)
+	stream, err := e.D.Runtime.GetContainerEvents(ctx, &runtimeapi.GetEventsRequest{})
+	if err != nil {
+		e.T.Fatalf("GetContainerEvents: %v", err)
+	}
+	w := &stopEvents{t: e.T, seen: make(chan string, 64)}
+	go func() {
+		for {
+			ev, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			if ev.ContainerEventType == runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT {
+				select {
+				case w.seen <- ev.ContainerId:
+				default:
+				}
+			}
+		}
+	}()
+	return w
+}
+
+// expect waits for a stop event of every id.
+func (w *stopEvents) expect(ids ...string) {
+	w.t.Helper()
+	missing := map[string]bool{}
+	for _, id := range ids {
+		missing[id] = true
+	}
+	timeout := time.After(settle)
+	for len(missing) > 0 {
+		select {
+		case id := <-w.seen:
+			delete(missing, id)
+		case <-timeout:
+			w.t.Errorf("no CONTAINER_STOPPED_EVENT within %s for %v", settle, keys(missing))
+			return
+		}
+	}
+}
+
+func keys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
