@@ -2,18 +2,13 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
-	"syscall"
 	"time"
 
-	"github.com/containernetworking/plugins/pkg/ns"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-runtime/berth/sandbox/pause"
@@ -125,73 +120,27 @@ func (d *DirectPause) Start(ctx context.Context, spec *PauseSpec) (*Process, err
 	if err != nil {
 		return nil, err
 	}
-	syncR, syncW, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("pod %s: pause sync pipe: %w", spec.PodID, err)
-	}
-	defer syncR.Close()
-
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = env
-	cmd.ExtraFiles = []*os.File{syncW} // fd 3 = pause.SyncFD
-	cmd.Dir = "/"
-	var flags uintptr
-	if spec.NewIPC {
-		flags |= syscall.CLONE_NEWIPC
+	launch := pause.Launch{
+		Cmd:    cmd,
+		NetNS:  spec.NetNS,
+		NewIPC: spec.NewIPC,
+		NewUTS: spec.NewUTS,
+		NewPID: spec.NewPID,
+		Attach: spec.Attach,
 	}
-	if spec.NewUTS {
-		flags |= syscall.CLONE_NEWUTS
+	if dl, ok := ctx.Deadline(); ok {
+		launch.Timeout = time.Until(dl)
 	}
-	if spec.NewPID {
-		flags |= syscall.CLONE_NEWPID
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Cloneflags: flags}
-
-	if spec.NetNS != "" {
-		err = ns.WithNetNSPath(spec.NetNS, func(ns.NetNS) error { return cmd.Start() })
-	} else {
-		err = cmd.Start()
-	}
-	syncW.Close()
-	if err != nil {
-		return nil, fmt.Errorf("pod %s: start pause: %w", spec.PodID, err)
+	if err := launch.Start(); err != nil {
+		return nil, fmt.Errorf("pod %s: %w", spec.PodID, err)
 	}
 	proc, err := OpenProcess(cmd.Process.Pid, 0, func() { cmd.Wait() })
 	if err != nil {
 		cmd.Process.Kill()
 		cmd.Wait()
 		return nil, fmt.Errorf("pod %s: watch pause: %w", spec.PodID, err)
-	}
-	fail := func(err error) (*Process, error) {
-		proc.Stop(context.WithoutCancel(ctx), 0)
-		proc.Close()
-		return nil, fmt.Errorf("pod %s: %w", spec.PodID, err)
-	}
-	if spec.Attach != nil {
-		if err := spec.Attach(proc.Pid()); err != nil {
-			// Pause may have failed its setup and exited first: its own
-			// message says why.
-			syncR.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-			if msg, _ := io.ReadAll(io.LimitReader(syncR, 4096)); len(msg) > 0 && string(msg) != "ok" {
-				return fail(fmt.Errorf("pause: %s", strings.TrimSpace(string(msg))))
-			}
-			return fail(err)
-		}
-	}
-	if dl, ok := ctx.Deadline(); ok {
-		syncR.SetReadDeadline(dl)
-	} else {
-		syncR.SetReadDeadline(time.Now().Add(time.Minute))
-	}
-	msg, err := io.ReadAll(io.LimitReader(syncR, 4096))
-	switch {
-	case err != nil:
-		return fail(fmt.Errorf("wait for pause to start: %w", err))
-	case string(msg) != "ok":
-		if len(msg) == 0 {
-			return fail(errors.New("pause exited during setup"))
-		}
-		return fail(fmt.Errorf("pause: %s", strings.TrimSpace(string(msg))))
 	}
 	return proc, nil
 }

@@ -4,19 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-runtime/berth/container/monitor"
+	"github.com/berth-runtime/berth/sandbox/pause"
 )
 
 // pauseStartTimeout bounds how long pause may take to report ready.
@@ -74,48 +72,41 @@ func (p *pauseProc) start(r *monitor.PauseRequest) error {
 	// A pause from an earlier start of this pod must not be mistaken
 	// for this one's exit.
 	os.Remove(filepath.Join(r.Dir, monitor.ExitFile))
-	syncR, syncW, err := os.Pipe()
-	if err != nil {
-		return err
+	if r.UserNS != nil && r.NetNS != "" {
+		return errors.New("a pause in a user namespace makes its own network namespace: no netns to join")
 	}
-	defer syncR.Close()
 	cmd := exec.Command(r.Args[0], r.Args[1:]...)
 	cmd.Env = r.Env
-	if cmd.Env == nil {
-		cmd.Env = []string{}
+	launch := pause.Launch{
+		Cmd:     cmd,
+		NetNS:   r.NetNS,
+		NewIPC:  r.NewIPC,
+		NewUTS:  r.NewUTS,
+		NewPID:  r.NewPID,
+		Timeout: pauseStartTimeout,
+		Attach: func(pid int) error {
+			for _, dir := range r.CgroupDirs {
+				if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+					return fmt.Errorf("move pause into cgroup %s: %w", dir, err)
+				}
+			}
+			return nil
+		},
 	}
-	cmd.Dir = "/"
-	cmd.ExtraFiles = []*os.File{syncW} // fd 3
-	var flags uintptr
-	if r.NewIPC {
-		flags |= syscall.CLONE_NEWIPC
-	}
-	if r.NewUTS {
-		flags |= syscall.CLONE_NEWUTS
-	}
-	if r.NewPID {
-		flags |= syscall.CLONE_NEWPID
-	}
-	// Its own process group: a signal to the monitor's group is not for it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Cloneflags: flags}
-	var exe *os.File
 	if r.UserNS != nil {
-		if r.NetNS != "" {
-			syncW.Close()
-			return errors.New("a pause in a user namespace makes its own network namespace: no netns to join")
+		launch.Prepare = func(cmd *exec.Cmd) (func(), error) {
+			exe, err := monitor.CloneIntoUserNS(cmd, r.UserNS)
+			if err != nil {
+				return nil, err
+			}
+			return func() { exe.Close() }, nil
 		}
-		if exe, err = monitor.CloneIntoUserNS(cmd, r.UserNS); err != nil {
-			syncW.Close()
-			return err
-		}
-		defer exe.Close()
 	}
-	err = startInNetNS(r.NetNS, cmd)
-	syncW.Close()
-	if err != nil {
-		return fmt.Errorf("start pause: %w", err)
+	if err := launch.Start(); err != nil {
+		return err
 	}
 	p.pid = cmd.Process.Pid
+	// Pause is our unreaped child: its pid cannot have been reused.
 	fd, err := unix.PidfdOpen(p.pid, unix.PIDFD_NONBLOCK)
 	if err != nil {
 		cmd.Process.Kill()
@@ -123,72 +114,10 @@ func (p *pauseProc) start(r *monitor.PauseRequest) error {
 		return fmt.Errorf("pause pidfd: %w", err)
 	}
 	p.pidfd = os.NewFile(uintptr(fd), "pidfd")
-	fail := func(err error) error {
-		cmd.Process.Kill()
-		cmd.Wait()
-		p.pidfd.Close()
-		return err
-	}
-	for _, dir := range r.CgroupDirs {
-		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(p.pid)), 0o644); err != nil {
-			// Pause may have failed its setup and exited first (the move
-			// of an exited process fails): its own message says why.
-			syncR.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-			if msg, _ := io.ReadAll(io.LimitReader(syncR, 4096)); len(msg) > 0 && string(msg) != "ok" {
-				return fail(fmt.Errorf("pause: %s", strings.TrimSpace(string(msg))))
-			}
-			return fail(fmt.Errorf("move pause into cgroup %s: %w", dir, err))
-		}
-	}
-	syncR.SetReadDeadline(time.Now().Add(pauseStartTimeout))
-	msg, err := io.ReadAll(io.LimitReader(syncR, 4096))
-	switch {
-	case err != nil:
-		return fail(fmt.Errorf("wait for pause to start: %w", err))
-	case string(msg) != "ok":
-		if len(msg) == 0 {
-			return fail(errors.New("pause exited during setup"))
-		}
-		return fail(fmt.Errorf("pause: %s", strings.TrimSpace(string(msg))))
-	}
 	// Reaped by wait once the pidfd says it exited: no thread blocks in
 	// wait4 meanwhile.
 	p.cmd = cmd
 	return nil
-}
-
-// startInNetNS starts cmd from a thread that entered the network namespace
-// at path, so that the child is born in it. The thread goes back to its
-// namespace afterwards, or, if that fails, dies with its goroutine.
-func startInNetNS(path string, cmd *exec.Cmd) error {
-	if path == "" {
-		return cmd.Start()
-	}
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		errc <- func() error {
-			orig, err := os.Open("/proc/thread-self/ns/net")
-			if err != nil {
-				return err
-			}
-			defer orig.Close()
-			target, err := os.Open(path)
-			if err != nil {
-				return fmt.Errorf("open netns: %w", err)
-			}
-			defer target.Close()
-			if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-				return fmt.Errorf("enter netns %s: %w", path, err)
-			}
-			err = cmd.Start()
-			if unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET) == nil {
-				runtime.UnlockOSThread()
-			}
-			return err
-		}()
-	}()
-	return <-errc
 }
 
 // wait records pause's exit the moment it happens.
