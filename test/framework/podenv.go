@@ -18,6 +18,7 @@ type PodEnv struct {
 	D      *Daemon
 	Image  string
 	Parent string
+	Net    *cnitest.Net
 }
 
 // NewPodEnv starts it; prefix names the test's cgroup parent.
@@ -27,6 +28,7 @@ func NewPodEnv(t *testing.T, prefix string) *PodEnv {
 	reg := TestRegistry(t)
 	e := &PodEnv{T: t, Image: reg + "/library/busybox:latest", Parent: "/" + prefix + "-" + RandHex(4)}
 	n := cnitest.NewNet(t)
+	e.Net = n
 	// Registered first, so it runs last: after the daemon's cleanup has
 	// removed the pods inside it.
 	t.Cleanup(func() {

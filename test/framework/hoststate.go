@@ -1,0 +1,396 @@
+package framework
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// HostScope says which parts of the host belong to one test. Other tests
+// run on the same host at the same time, so a snapshot looks only at what
+// the scope names, unless Global is set.
+type HostScope struct {
+	// Dirs are searched for files (everything below, see SnapshotHost),
+	// mounts at or below them, and processes whose command line or
+	// working directory names a path below them.
+	Dirs []string
+	// CgroupParents are cgroup paths, as a pod's linux.cgroup_parent
+	// names them: every directory below one, in every hierarchy, and
+	// every process in one.
+	CgroupParents []string
+	// Bridges are host bridges whose ports (the host ends of pod veths)
+	// are listed.
+	Bridges []string
+	// Networks are CNI network names whose host-local leases are listed,
+	// in each of LeaseDirs (host-local's dataDir) and in the plugin's
+	// default /var/lib/cni/networks.
+	Networks  []string
+	LeaseDirs []string
+	// Daemons are left out of the process list (they name their dir
+	// in their own command line) while they run.
+	Daemons []*Daemon
+	// Global adds all of /run/netns, /var/lib/cni/networks and every
+	// veth of the host netns: only for a test that has the host to
+	// itself.
+	Global bool
+}
+
+// Scope is the scope of everything this daemon makes on its own: its
+// temp dir (state, root, socket) and the daemon itself.
+func (d *Daemon) Scope() HostScope {
+	return HostScope{Dirs: []string{d.Dir}, Daemons: []*Daemon{d}}
+}
+
+// Scope adds the pods' cgroup parent and the CNI network (bridge, lease
+// dir) to the daemon's scope.
+func (e *PodEnv) Scope() HostScope {
+	s := e.D.Scope()
+	s.CgroupParents = []string{e.Parent}
+	if e.Net != nil {
+		s.LeaseDirs = []string{e.Net.DataDir}
+		s.Bridges = []string{e.Net.Bridge}
+		s.Networks = []string{e.Net.Name}
+	}
+	return s
+}
+
+// HostState is what a test has on the host at one moment: netns pins, IP
+// leases, mounts, cgroups, veths, processes and files, each one a line
+// such as "mount /tmp/berth-1/state/netns/<id>".
+//
+// A leak check is two calls:
+//
+//	before := framework.SnapshotHost(t, env.Scope())
+//	... run pods, crash and restart berth, remove everything ...
+//	framework.CheckHost(t, before)
+//
+// CheckHost fails the test naming every item that appeared or vanished.
+type HostState struct {
+	Scope HostScope
+	Items []string // sorted
+}
+
+// SnapshotHost lists what scope names on the host. It reads /proc and
+// /sys and walks the scope's dirs, so it takes tens of milliseconds.
+//
+// Below the dirs every file is listed, and every directory named by an
+// object id (other directories are made once and kept), but nothing
+// inside unpacked image layers and containers' writable layers (only
+// their top directory) and nothing below a mount point (the mount is
+// listed instead): a leaked record, netns pin, exit file or ".tmp-" file
+// shows as a path. Cgroups are listed below each parent, not the parent
+// itself, which the test owns.
+func SnapshotHost(t testing.TB, scope HostScope) HostState {
+	t.Helper()
+	var items []string
+	add := func(kind, what string) { items = append(items, kind+" "+what) }
+
+	mounts := readMounts()
+	for _, m := range mounts {
+		if scope.Global && strings.HasPrefix(m, "/run/netns/") || underAny(m, scope.Dirs) {
+			add("mount", m)
+		}
+	}
+	for _, dir := range scope.Dirs {
+		walkFiles(dir, mounts, func(p string) { add("file", p) })
+	}
+	for _, dir := range append(scope.LeaseDirs, "/var/lib/cni/networks") {
+		for _, n := range scope.Networks {
+			listDir(filepath.Join(dir, n), func(p string) { add("lease", p) })
+		}
+	}
+	if scope.Global {
+		listDir("/run/netns", func(p string) { add("netns", p) })
+		if nets, err := os.ReadDir("/var/lib/cni/networks"); err == nil {
+			for _, n := range nets {
+				if !slices.Contains(scope.Networks, n.Name()) {
+					listDir(filepath.Join("/var/lib/cni/networks", n.Name()), func(p string) { add("lease", p) })
+				}
+			}
+		}
+	}
+	for _, cg := range cgroupDirs(scope.CgroupParents) {
+		add("cgroup", cg)
+	}
+	for _, v := range veths(scope) {
+		add("veth", v)
+	}
+	for _, p := range scopeProcs(scope) {
+		add("process", p)
+	}
+	slices.Sort(items)
+	return HostState{Scope: scope, Items: slices.Compact(items)}
+}
+
+// Diff lists what after has that h has not ("leaked: ...") and what h had
+// that after lost ("gone: ..."); none when both are equal.
+func (h HostState) Diff(after HostState) []string {
+	var out []string
+	for _, it := range after.Items {
+		if _, found := slices.BinarySearch(h.Items, it); !found {
+			out = append(out, "leaked: "+it)
+		}
+	}
+	for _, it := range h.Items {
+		if _, found := slices.BinarySearch(after.Items, it); !found {
+			out = append(out, "gone: "+it)
+		}
+	}
+	return out
+}
+
+// CheckHost snapshots the host again with before's scope and fails the
+// test on any difference, naming each item. A process or mount may take a
+// moment to go after the call that removed it returned, so a difference
+// must last for a while (generously, the host is shared) to count.
+func CheckHost(t testing.TB, before HostState) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		diff := before.Diff(SnapshotHost(t, before.Scope))
+		if len(diff) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("host state differs from before (%d items):\n\t%s", len(diff), strings.Join(diff, "\n\t"))
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func underAny(p string, dirs []string) bool {
+	for _, d := range dirs {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// readMounts returns the mount points of this mount namespace, with the
+// octal escapes of mountinfo undone.
+func readMounts() []string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) > 4 {
+			out = append(out, unescapeMount(f[4]))
+		}
+	}
+	return out
+}
+
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// opaqueDirs are directories whose children are listed but not entered:
+// unpacked layers and containers' upper dirs hold whole file trees that
+// come and go with their top directory.
+var opaqueDirs = []string{"/root/layers", "/root/containers"}
+
+func walkFiles(dir string, mounts []string, add func(string)) {
+	_ = filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return nil
+		}
+		if !e.IsDir() {
+			if !bookkeeping(e.Name()) {
+				add(p)
+			}
+			return nil
+		}
+		if isObjectID(e.Name()) {
+			add(p)
+		}
+		if slices.Contains(mounts, p) {
+			return fs.SkipDir
+		}
+		for _, o := range opaqueDirs {
+			if strings.HasSuffix(filepath.Dir(p), o) {
+				return fs.SkipDir
+			}
+		}
+		return nil
+	})
+}
+
+func listDir(dir string, add func(string)) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if !bookkeeping(e.Name()) {
+			add(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+// bookkeeping files stay once the first pod made them: host-local's lock
+// and its cursor of the last IP handed out.
+func bookkeeping(name string) bool {
+	return name == "lock" || strings.HasPrefix(name, "last_reserved_ip.")
+}
+
+// isObjectID reports whether a directory is named by a pod, container or
+// layer id (64 hex digits): such a directory belongs to one object and
+// goes with it, where other directories are made once and kept.
+func isObjectID(name string) bool {
+	if len(name) < 32 {
+		return false
+	}
+	for _, c := range name {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// cgroupDirs lists the directories at and below each parent in every
+// hierarchy mounted under /sys/fs/cgroup (v1 controllers, named ones and
+// the unified v2 tree).
+func cgroupDirs(parents []string) []string {
+	if len(parents) == 0 {
+		return nil
+	}
+	hier, _ := os.ReadDir("/sys/fs/cgroup")
+	var out []string
+	for _, h := range hier {
+		if !h.IsDir() {
+			continue
+		}
+		for _, parent := range parents {
+			root := filepath.Join("/sys/fs/cgroup", h.Name(), parent)
+			_ = filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+				if err == nil && e.IsDir() && p != root {
+					out = append(out, p)
+				}
+				return nil
+			})
+		}
+	}
+	return out
+}
+
+// veths lists the ports of the scope's bridges and, with Global, every
+// interface of the host netns whose peer is elsewhere (iflink differs
+// from ifindex, as for a veth whose other end is in a pod).
+func veths(scope HostScope) []string {
+	var out []string
+	for _, br := range scope.Bridges {
+		ports, _ := os.ReadDir(filepath.Join("/sys/class/net", br, "brif"))
+		for _, p := range ports {
+			out = append(out, br+"/"+p.Name())
+		}
+	}
+	if scope.Global {
+		links, _ := os.ReadDir("/sys/class/net")
+		for _, l := range links {
+			dir := filepath.Join("/sys/class/net", l.Name())
+			idx, _ := os.ReadFile(filepath.Join(dir, "ifindex"))
+			peer, _ := os.ReadFile(filepath.Join(dir, "iflink"))
+			if len(idx) > 0 && !bytes.Equal(idx, peer) {
+				out = append(out, l.Name())
+			}
+		}
+	}
+	return out
+}
+
+// scopeProcs lists, as "<pid> <cmdline>", the processes that name a dir of
+// the scope in their command line or working directory or run in one of
+// its cgroups, and all their descendants; running daemons of the scope
+// are left out (but not their children).
+func scopeProcs(scope HostScope) []string {
+	skip := map[int]bool{os.Getpid(): true}
+	for _, d := range scope.Daemons {
+		if d.Running() {
+			skip[d.PID] = true
+		}
+	}
+	procs := listProcs()
+	children := map[int][]int{}
+	for _, p := range procs {
+		children[p.ppid] = append(children[p.ppid], p.pid)
+	}
+	matched := map[int]bool{}
+	var mark func(pid int)
+	mark = func(pid int) {
+		if matched[pid] || skip[pid] {
+			return
+		}
+		matched[pid] = true
+		for _, c := range children[pid] {
+			mark(c)
+		}
+	}
+	for _, p := range procs {
+		if !skip[p.pid] && procInScope(p, scope) {
+			mark(p.pid)
+		}
+	}
+	var out []string
+	for _, p := range procs {
+		if matched[p.pid] && !isZombie(p.pid) {
+			out = append(out, fmt.Sprintf("%d %s", p.pid, cmdlineOf(p.pid)))
+		}
+	}
+	return out
+}
+
+func procInScope(p proc, scope HostScope) bool {
+	for _, d := range scope.Dirs {
+		if bytes.Contains(p.cmdline, []byte(d+"/")) {
+			return true
+		}
+	}
+	if cwd, err := os.Readlink("/proc/" + strconv.Itoa(p.pid) + "/cwd"); err == nil && underAny(cwd, scope.Dirs) {
+		return true
+	}
+	if len(scope.CgroupParents) == 0 {
+		return false
+	}
+	f, err := os.Open("/proc/" + strconv.Itoa(p.pid) + "/cgroup")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		// hierarchy-id:controllers:path
+		_, path, _ := strings.Cut(s.Text(), ":")
+		_, path, _ = strings.Cut(path, ":")
+		for _, parent := range scope.CgroupParents {
+			if path == parent || strings.HasPrefix(path, parent+"/") {
+				return true
+			}
+		}
+	}
+	return false
+}
