@@ -8,6 +8,7 @@ import (
 	"github.com/berth-runtime/berth/container"
 	"github.com/berth-runtime/berth/internal/config"
 	"github.com/berth-runtime/berth/internal/events"
+	"github.com/berth-runtime/berth/internal/faultpoint"
 	"github.com/berth-runtime/berth/network"
 	"github.com/berth-runtime/berth/nri"
 	"github.com/berth-runtime/berth/sandbox"
@@ -16,11 +17,15 @@ import (
 // newPods builds pod networking (libcni, watching the conf dir for
 // NetworkReady) and the sandbox service, which reloads and reconciles the
 // pods of the previous run before it returns.
-func newPods(ctx context.Context, cfg *config.Config, log *slog.Logger, containers *container.Service, bus *events.Bus, n *nri.NRI) (*network.CNI, *sandbox.Manager, error) {
+func newPods(ctx context.Context, cfg *config.Config, log *slog.Logger, containers *container.Service, bus *events.Bus, n *nri.NRI, faults *faultpoint.Point) (*network.CNI, *sandbox.Manager, error) {
 	netCfg := network.Config{
-		ConfDir:  cfg.CNI.ConfDir,
-		BinDirs:  cfg.CNI.BinDirs,
-		CacheDir: filepath.Join(cfg.State, "cni"),
+		ConfDir: cfg.CNI.ConfDir,
+		BinDirs: cfg.CNI.BinDirs,
+		// On the persistent root: after a reboot it is what tells GC which
+		// attachments the pods that are gone held, so that an IPAM keeping
+		// its leases on disk (host-local's /var/lib/cni/networks) gets
+		// their IPs back.
+		CacheDir: filepath.Join(cfg.Root, "cni"),
 	}
 	if cfg.CNI.DefaultNetwork {
 		// Leases live beside the pods they belong to: on the volatile
@@ -44,6 +49,7 @@ func newPods(ctx context.Context, cfg *config.Config, log *slog.Logger, containe
 		Logger:       log,
 		Events:       bus,
 		NRI:          n,
+		Faults:       faults,
 	})
 	if err != nil {
 		return nil, nil, err

@@ -1,0 +1,103 @@
+package faults_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-runtime/berth/test/framework"
+)
+
+// TestReboot: berth comes back from a reboot (state root wiped, images
+// kept) reporting no pod and no container, with its images listed and
+// usable, and nothing of the old pods left in the persistent root: no
+// writable layer, no image lease, no IP lease. Then it does what the
+// kubelet asks next: a new pod, a new container.
+func TestReboot(t *testing.T) {
+	e, n := newNetEnv(t, "faults-reboot")
+	before := snapshot(t)
+	var old []string
+	for _, name := range []string{"web", "db"} {
+		pod, cfg := runPod(e, name, nil)
+		old = append(old, pod)
+		old = append(old, e.Run(pod, cfg, "main", "exec sleep 100000", nil))
+		done := e.Run(pod, cfg, "init", "echo ran", nil)
+		e.WaitExit(done, settle)
+		old = append(old, done)
+	}
+	layers := dirNames(t, filepath.Join(e.D.Root, "containers"))
+	leases := dirNames(t, filepath.Join(e.D.Root, "image", "leases"))
+	if len(layers) != 4 || len(leases) != 4 || len(n.Leases(t)) != 2 {
+		t.Fatalf("before the reboot: %d writable layers, %d image leases, %d IP leases; want 4, 4, 2", len(layers), len(leases), len(n.Leases(t)))
+	}
+
+	reboot(t, e)
+	e.D.Restart()
+
+	ctx := framework.Ctx(t)
+	pods, err := e.D.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil || len(pods.Items) != 0 {
+		t.Errorf("ListPodSandbox after a reboot: %v (%v), want none", pods.GetItems(), err)
+	}
+	ctrs, err := e.D.Runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+	if err != nil || len(ctrs.Containers) != 0 {
+		t.Errorf("ListContainers after a reboot: %v (%v), want none", ctrs.GetContainers(), err)
+	}
+	for _, id := range old {
+		if _, err := e.D.Runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id}); err == nil {
+			t.Errorf("ContainerStatus of %s from before the reboot succeeded", id)
+		}
+	}
+	if left := dirNames(t, filepath.Join(e.D.Root, "containers")); len(left) != 0 {
+		t.Errorf("writable layers of containers from before the reboot left in the root: %v", left)
+	}
+	if left := dirNames(t, filepath.Join(e.D.Root, "image", "leases")); len(left) != 0 {
+		t.Errorf("image leases of containers from before the reboot left: %v", left)
+	}
+	if left := n.Leases(t); len(left) != 0 {
+		t.Errorf("IP leases of pods from before the reboot left: %v", left)
+	}
+	img, err := e.D.Image.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: e.Image}})
+	if err != nil || img.Image == nil {
+		t.Fatalf("ImageStatus %s after a reboot: %v, %v; want it kept", e.Image, img, err)
+	}
+
+	// What the kubelet does next: the pod again, from the image on disk.
+	pod, cfg := runPod(e, "web", nil)
+	id := e.Run(pod, cfg, "main", "echo back after the reboot", nil)
+	if st := e.WaitExit(id, settle); st.ExitCode != 0 {
+		t.Errorf("container after the reboot: exit %d (%s %s)", st.ExitCode, st.Reason, st.Message)
+	}
+	logFile := filepath.Join(cfg.LogDirectory, "main.log")
+	if b, err := os.ReadFile(logFile); err != nil || !strings.Contains(string(b), "back after the reboot") {
+		t.Errorf("log %s: %q, %v", logFile, b, err)
+	}
+	stopAndRemove(e, pod)
+
+	// No lease of the old containers holds the image's layers: removing
+	// it empties the layer store.
+	if _, err := e.D.Image.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: img.Image.Id}}); err != nil {
+		t.Fatalf("RemoveImage after the reboot: %v", err)
+	}
+	if left := dirNames(t, filepath.Join(e.D.Root, "image", "layers")); len(left) != 0 {
+		t.Errorf("layers left after removing the only image: %v", left)
+	}
+	checkNoLeak(t, before)
+}
+
+// dirNames lists a directory's entries; a missing directory is empty.
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out
+}
