@@ -78,7 +78,7 @@ func (p twoSleepers) checkMonitorGone(e *framework.PodEnv) {
 
 func TestKillMonitor(t *testing.T) {
 	e := framework.NewPodEnv(t, "faults-mon")
-	before := snapshot(t)
+	before := framework.SnapshotHost(t, e.Scope())
 	stops := watchStops(e)
 	p := startTwoSleepers(e, "monkill", runtimeapi.NamespaceMode_CONTAINER)
 
@@ -86,7 +86,7 @@ func TestKillMonitor(t *testing.T) {
 	p.checkMonitorGone(e)
 	stops.expect(p.ctrs...)
 	stopAndRemove(e, p.pod)
-	checkNoLeak(t, before)
+	framework.CheckHost(t, before)
 }
 
 // TestKillMonitorAndBerth: the monitor dies and berth crashes, in both
@@ -97,7 +97,7 @@ func TestKillMonitorAndBerth(t *testing.T) {
 	for _, order := range []string{"monitor-first", "berth-first"} {
 		t.Run(order, func(t *testing.T) {
 			e := framework.NewPodEnv(t, "faults-monb")
-			before := snapshot(t)
+			before := framework.SnapshotHost(t, e.Scope())
 			p := startTwoSleepers(e, "monberth", runtimeapi.NamespaceMode_CONTAINER)
 			if order == "berth-first" {
 				e.D.Kill()
@@ -112,7 +112,7 @@ func TestKillMonitorAndBerth(t *testing.T) {
 			e.D.Restart()
 			p.checkMonitorGone(e)
 			stopAndRemove(e, p.pod)
-			checkNoLeak(t, before)
+			framework.CheckHost(t, before)
 		})
 	}
 }
@@ -128,7 +128,7 @@ func TestKillPause(t *testing.T) {
 		name := map[bool]string{false: "pid-per-container", true: "pid-shared"}[shared]
 		t.Run(name, func(t *testing.T) {
 			e := framework.NewPodEnv(t, "faults-pause")
-			before := snapshot(t)
+			before := framework.SnapshotHost(t, e.Scope())
 			stops := watchStops(e)
 			pid := runtimeapi.NamespaceMode_CONTAINER
 			if shared {
@@ -161,7 +161,7 @@ func TestKillPause(t *testing.T) {
 				waitGone(t, pid, "container "+p.ctrs[i])
 			}
 			waitGone(t, p.monitor, "monitor of a removed pod")
-			checkNoLeak(t, before)
+			framework.CheckHost(t, before)
 		})
 	}
 }
@@ -171,7 +171,7 @@ func TestKillPause(t *testing.T) {
 // pod carry on.
 func TestKillContainerProcess(t *testing.T) {
 	e := framework.NewPodEnv(t, "faults-ctr")
-	before := snapshot(t)
+	before := framework.SnapshotHost(t, e.Scope())
 	stops := watchStops(e)
 	p := startTwoSleepers(e, "ctrkill", runtimeapi.NamespaceMode_CONTAINER)
 
@@ -189,5 +189,5 @@ func TestKillContainerProcess(t *testing.T) {
 	}
 	waitPodState(e, p.pod, runtimeapi.PodSandboxState_SANDBOX_READY)
 	stopAndRemove(e, p.pod)
-	checkNoLeak(t, before)
+	framework.CheckHost(t, before)
 }

@@ -8,35 +8,8 @@ import (
 	"syscall"
 	"testing"
 
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
-	"github.com/berth-runtime/berth/network/cnitest"
 	"github.com/berth-runtime/berth/test/framework"
 )
-
-// newNetEnv is framework.PodEnv with its CNI network in hand, for tests
-// that look at the network's IP leases.
-func newNetEnv(t *testing.T, prefix string, opts ...framework.Option) (*framework.PodEnv, *cnitest.Net) {
-	t.Helper()
-	framework.RequireRoot(t)
-	reg := framework.TestRegistry(t)
-	e := &framework.PodEnv{T: t, Image: reg + "/library/busybox:latest", Parent: "/" + prefix + "-" + framework.RandHex(4)}
-	n := cnitest.NewNet(t)
-	// Registered before the daemon, so it runs after the daemon's cleanup
-	// has removed the pods inside it.
-	t.Cleanup(func() { framework.RemoveCgroup(e.Parent) })
-	opts = append([]framework.Option{framework.WithArgs("--cni-conf-dir", n.ConfDir, "--cni-bin-dir", n.BinDir)}, opts...)
-	e.D = framework.StartDaemon(t, opts...)
-	pull(t, e.D, e.Image)
-	return e, n
-}
-
-func pull(t *testing.T, d *framework.Daemon, image string) {
-	t.Helper()
-	if _, err := d.Image.PullImage(framework.Ctx(t), &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: image}}); err != nil {
-		t.Fatalf("pull %s: %v", image, err)
-	}
-}
 
 // processesUnder lists the processes whose command line names a path in
 // dir (the monitors name their sockets in the state dir) and all their

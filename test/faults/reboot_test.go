@@ -17,8 +17,9 @@ import (
 // writable layer, no image lease, no IP lease. Then it does what the
 // kubelet asks next: a new pod, a new container.
 func TestReboot(t *testing.T) {
-	e, n := newNetEnv(t, "faults-reboot")
-	before := snapshot(t)
+	e := framework.NewPodEnv(t, "faults-reboot")
+	n := e.Net
+	before := framework.SnapshotHost(t, e.Scope())
 	var old []string
 	for _, name := range []string{"web", "db"} {
 		pod, cfg := runPod(e, name, nil)
@@ -76,6 +77,7 @@ func TestReboot(t *testing.T) {
 		t.Errorf("log %s: %q, %v", logFile, b, err)
 	}
 	stopAndRemove(e, pod)
+	framework.CheckHost(t, before)
 
 	// No lease of the old containers holds the image's layers: removing
 	// it empties the layer store.
@@ -85,7 +87,6 @@ func TestReboot(t *testing.T) {
 	if left := dirNames(t, filepath.Join(e.D.Root, "image", "layers")); len(left) != 0 {
 		t.Errorf("layers left after removing the only image: %v", left)
 	}
-	checkNoLeak(t, before)
 }
 
 // dirNames lists a directory's entries; a missing directory is empty.
