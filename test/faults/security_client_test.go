@@ -17,13 +17,13 @@ import (
 // The users a client runs as: nobody, and a uid and gid no group of the
 // host's names (so no socket_group can let it in by accident).
 const (
-	nobody   = 65534
-	stranger = 4321
+	secNobody   = 65534
+	secStranger = 4321
 )
 
-// crictlAs runs crictl against socket as uid and gid with the given
+// secCrictlAs runs crictl against socket as uid and gid with the given
 // supplementary groups (none when nil) and returns its combined output.
-func crictlAs(t *testing.T, socket string, uid, gid uint32, groups []uint32, args ...string) (string, error) {
+func secCrictlAs(t *testing.T, socket string, uid, gid uint32, groups []uint32, args ...string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -38,8 +38,8 @@ func crictlAs(t *testing.T, socket string, uid, gid uint32, groups []uint32, arg
 	return string(out), err
 }
 
-// fileOwner is what Lstat says of path: mode, uid and gid.
-func fileOwner(t *testing.T, path string) (fs.FileMode, uint32, uint32) {
+// secOwner is what Lstat says of path: mode, uid and gid.
+func secOwner(t *testing.T, path string) (fs.FileMode, uint32, uint32) {
 	t.Helper()
 	fi, err := os.Lstat(path)
 	if err != nil {
@@ -49,11 +49,11 @@ func fileOwner(t *testing.T, path string) (fs.FileMode, uint32, uint32) {
 	return fi.Mode(), st.Uid, st.Gid
 }
 
-// othersReach lists what under dir a host user who is neither root nor
+// secOthersReach lists what under dir a host user who is neither root nor
 // in a file's group could change: world-writable files and dirs whose
 // every ancestor from / lets others search it. Symlinks do not count
 // (their mode means nothing); subtrees others cannot enter are skipped.
-func othersReach(dir string) []string {
+func secOthersReach(dir string) []string {
 	var found []string
 	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
 		fi, err := os.Stat(p)

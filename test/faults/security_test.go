@@ -18,47 +18,47 @@ func TestSecuritySocket(t *testing.T) {
 
 	t.Run("default group root", func(t *testing.T) {
 		d := framework.StartDaemon(t)
-		assertSocket(t, d.Socket, 0)
+		secAssertSocket(t, d.Socket, 0)
 		for _, dir := range []string{d.State, d.Root, filepath.Dir(d.Socket)} {
-			mode, uid, _ := fileOwner(t, dir)
+			mode, uid, _ := secOwner(t, dir)
 			t.Logf("%s: %s uid %d", dir, mode, uid)
 			if uid != 0 || mode.Perm()&0o022 != 0 {
 				t.Errorf("%s is %s owned by uid %d: want root's and writable by root only", dir, mode, uid)
 			}
 		}
-		if out, err := crictlAs(t, d.Socket, 0, 0, nil, "version"); err != nil {
+		if out, err := secCrictlAs(t, d.Socket, 0, 0, nil, "version"); err != nil {
 			t.Fatalf("root's crictl version: %v\n%s", err, out)
 		}
-		assertRefused(t, d.Socket, "nobody", nobody, nobody, nil)
-		assertRefused(t, d.Socket, "a stranger", stranger, stranger, nil)
-		assertRefused(t, d.Socket, "a stranger in nogroup", stranger, stranger, []uint32{nobody})
+		secAssertRefused(t, d.Socket, "nobody", secNobody, secNobody, nil)
+		secAssertRefused(t, d.Socket, "a stranger", secStranger, secStranger, nil)
+		secAssertRefused(t, d.Socket, "a stranger in nogroup", secStranger, secStranger, []uint32{secNobody})
 	})
 
 	t.Run("socket group nogroup", func(t *testing.T) {
 		d := framework.StartDaemon(t, framework.WithArgs("--socket-group", "nogroup"))
-		assertSocket(t, d.Socket, nobody)
+		secAssertSocket(t, d.Socket, secNobody)
 		// The positive case needs the way to the socket open to others:
 		// the framework's temp dir is 0711, as berth's own socket dir.
-		if mode, _, _ := fileOwner(t, filepath.Dir(d.Socket)); mode.Perm()&0o001 == 0 {
+		if mode, _, _ := secOwner(t, filepath.Dir(d.Socket)); mode.Perm()&0o001 == 0 {
 			t.Fatalf("%s is %s: others cannot reach the socket at all, the test proves nothing", filepath.Dir(d.Socket), mode)
 		}
-		out, err := crictlAs(t, d.Socket, nobody, nobody, nil, "version")
+		out, err := secCrictlAs(t, d.Socket, secNobody, secNobody, nil, "version")
 		if err != nil || !strings.Contains(out, "RuntimeName:  berth") {
 			t.Errorf("nobody (group nogroup) crictl version: %v\n%s", err, out)
 		}
-		out, err = crictlAs(t, d.Socket, stranger, stranger, []uint32{nobody}, "pods")
+		out, err = secCrictlAs(t, d.Socket, secStranger, secStranger, []uint32{secNobody}, "pods")
 		if err != nil {
 			t.Errorf("a stranger with nogroup as a supplementary group, crictl pods: %v\n%s", err, out)
 		}
-		assertRefused(t, d.Socket, "a stranger", stranger, stranger, nil)
+		secAssertRefused(t, d.Socket, "a stranger", secStranger, secStranger, nil)
 	})
 }
 
-// assertSocket checks the socket file itself: a socket, root's, mode
+// secAssertSocket checks the socket file itself: a socket, root's, mode
 // 0660, group gid.
-func assertSocket(t *testing.T, path string, gid uint32) {
+func secAssertSocket(t *testing.T, path string, gid uint32) {
 	t.Helper()
-	mode, uid, g := fileOwner(t, path)
+	mode, uid, g := secOwner(t, path)
 	t.Logf("%s: %s uid %d gid %d", path, mode, uid, g)
 	if mode.Type() != fs.ModeSocket {
 		t.Errorf("%s is not a socket: %s", path, mode)
@@ -68,10 +68,10 @@ func assertSocket(t *testing.T, path string, gid uint32) {
 	}
 }
 
-// assertRefused: a client as uid:gid (groups) cannot connect at all.
-func assertRefused(t *testing.T, socket, who string, uid, gid uint32, groups []uint32) {
+// secAssertRefused: a client as uid:gid (groups) cannot connect at all.
+func secAssertRefused(t *testing.T, socket, who string, uid, gid uint32, groups []uint32) {
 	t.Helper()
-	out, err := crictlAs(t, socket, uid, gid, groups, "version")
+	out, err := secCrictlAs(t, socket, uid, gid, groups, "version")
 	if err == nil {
 		t.Errorf("%s (uid %d gid %d groups %v) reached berth: %s", who, uid, gid, groups, out)
 		return

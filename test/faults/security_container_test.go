@@ -1,0 +1,168 @@
+package faults_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-runtime/berth/test/framework"
+)
+
+// TestSecurityContainerCannotReachBerth: from inside a default container
+// (busybox, no privileges asked for) nothing of berth or of another pod
+// can be seen or touched: not by path, not through /proc, not with the
+// capabilities a container keeps.
+func TestSecurityContainerCannotReachBerth(t *testing.T) {
+	e := framework.NewPodEnv(t, "berth-sec")
+	podA, cfgA := e.RunPod("prober")
+	probe := e.Run(podA, cfgA, "probe", "sleep 100000", nil)
+	podB, cfgB := e.RunPod("victim")
+	secret := "secret-" + framework.RandHex(8)
+	victim := e.Run(podB, cfgB, "victim", "echo "+secret+" > /secret; echo "+secret+"; sleep 100000", nil)
+	secWaitFile(t, filepath.Join(cfgB.LogDirectory, "victim.log"), secret)
+
+	victimRootfs := secRootfs(t, e.D, victim)
+	hostPaths := map[string]string{
+		"berth's socket":          e.D.Socket,
+		"berth's state dir":       e.D.State,
+		"berth's root dir":        e.D.Root,
+		"a pod record dir":        filepath.Join(e.D.State, "containers", victim),
+		"another pod's rootfs":    filepath.Join(victimRootfs, "secret"),
+		"another pod's upper dir": filepath.Join(e.D.Root, "containers", victim, "upper", "secret"),
+		"another pod's log dir":   cfgB.LogDirectory,
+		"another pod's log":       filepath.Join(cfgB.LogDirectory, "victim.log"),
+	}
+	x := secExec{t: t, d: e.D, id: probe}
+	// The probe can tell a path that exists from one that does not.
+	x.ok("its own /etc/hostname", "stat /etc/hostname >/dev/null && cat /etc/hostname")
+	for what, p := range hostPaths {
+		if _, err := os.Lstat(p); err != nil {
+			t.Fatalf("%s %s is not on the host, the test proves nothing: %v", what, p, err)
+		}
+		for _, via := range []string{"", "/proc/1/root", "/proc/self/root", "/proc/1/cwd"} {
+			x.fails(what+" via "+secOr(via, "its path"), "ls -d "+via+p+" || stat "+via+p+" || cat "+via+p)
+		}
+	}
+	x.empty("sockets anywhere in the container", `find / \( -path /proc -o -path /sys \) -prune -o -type s -print`)
+	x.empty("the other pod's secret anywhere", `find / \( -path /proc -o -path /sys -o -path /dev \) -prune -o -type f -exec grep -l `+secret+` {} + || true`)
+
+	t.Run("pid namespace", func(t *testing.T) {
+		x := secExec{t: t, d: e.D, id: probe}
+		hostPid, _ := os.Readlink("/proc/self/ns/pid")
+		if got := x.ok("pid namespace", "readlink /proc/self/ns/pid"); got == hostPid {
+			t.Errorf("the container is in the host's pid namespace %s", got)
+		}
+		if got := x.ok("pid 1", "tr '\\0' ' ' < /proc/1/cmdline"); !strings.Contains(got, "pause") {
+			t.Errorf("pid 1 is %q, want the pod's pause", got)
+		}
+		// berth, its monitors and every process of the other pod name
+		// the daemon's temp dir or run sleep/pause of another pod: the
+		// probe's pod holds pause, its sleep and this shell, no more.
+		procs := x.ok("processes", `for p in /proc/[0-9]*; do echo "${p#/proc/}: $(tr '\0' ' ' < $p/cmdline)"; done`)
+		t.Logf("processes seen from the container:\n%s", procs)
+		if strings.Contains(procs, e.D.Dir) || strings.Contains(procs, secret) {
+			t.Errorf("host or other pods' processes are visible:\n%s", procs)
+		}
+		if n := len(strings.Split(procs, "\n")); n > 6 {
+			t.Errorf("%d processes visible, want pause, sleep and the probe's own:\n%s", n, procs)
+		}
+	})
+
+	t.Run("masked and readonly paths", func(t *testing.T) {
+		x := secExec{t: t, d: e.D, id: probe}
+		mounts := x.ok("mountinfo", "cat /proc/self/mountinfo")
+		// Masked files read as empty (/dev/null over them), masked dirs
+		// list nothing (an empty read-only tmpfs); on the host they do not.
+		masked := map[string]string{
+			"/proc/kcore": "wc -c < %s", "/proc/keys": "wc -c < %s", "/proc/timer_list": "wc -c < %s",
+			"/proc/sched_debug": "wc -c < %s", "/sys/firmware": "ls -A %s | wc -l", "/proc/acpi": "ls -A %s | wc -l",
+			"/proc/scsi": "ls -A %s | wc -l", "/sys/devices/virtual/powercap": "ls -A %s | wc -l",
+		}
+		for p, count := range masked {
+			if _, err := os.Stat(p); err != nil {
+				continue // not on this kernel: nothing to mask
+			}
+			if !secMountedAt(mounts, p) {
+				t.Errorf("%s is not masked (no mount over it)", p)
+			}
+			if got := x.ok("read "+p, fmt.Sprintf(count, p)); got != "0" {
+				t.Errorf("%s: %s bytes or entries readable", p, got)
+			}
+		}
+		// Opened for writing, nothing written: a hole here does no harm.
+		for _, p := range []string{"/proc/sysrq-trigger", "/proc/sys/kernel/domainname", "/proc/irq/default_smp_affinity", "/sys/kernel/uevent_helper"} {
+			if _, err := os.Stat(p); err == nil {
+				x.fails("open "+p+" for writing", ": > "+p)
+			}
+		}
+	})
+
+	t.Run("capabilities", func(t *testing.T) {
+		x := secExec{t: t, d: e.D, id: probe}
+		const capSysAdmin = 21
+		for _, set := range []string{"CapEff", "CapBnd"} {
+			v := x.ok(set, "grep "+set+": /proc/self/status | cut -f2")
+			if secCapBit(t, v, capSysAdmin) {
+				t.Errorf("%s %s holds CAP_SYS_ADMIN", set, v)
+			}
+		}
+		x.fails("mount tmpfs", "mkdir -p /mnt/t && mount -t tmpfs none /mnt/t")
+		x.fails("remount / read-write", "mount -o remount,rw /")
+		x.fails("bind-mount /", "mount --bind / /mnt")
+		// CAP_MKNOD is in the default set (as containerd's), so mknod
+		// itself works: the device cgroup is what makes the node useless.
+		x.fails("read a made /dev/mem", "mknod /tmp/mem c 1 1; head -c 1 /tmp/mem >/dev/null")
+		x.fails("read a made disk", "mknod /tmp/disk b 8 0; head -c 1 /tmp/disk >/dev/null")
+		x.fails("write a made /dev/kmsg", "mknod /tmp/kmsg c 1 11; : > /tmp/kmsg")
+	})
+
+	t.Run("readonly rootfs", func(t *testing.T) {
+		ro := e.Run(podA, cfgA, "ro", "sleep 100000", func(c *runtimeapi.ContainerConfig) {
+			c.Linux = &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{ReadonlyRootfs: true}}
+		})
+		x := secExec{t: t, d: e.D, id: ro}
+		x.ok("read the rootfs", "cat /etc/passwd >/dev/null && echo ok")
+		x.fails("write the rootfs", "touch /written")
+		x.fails("remount / read-write", "mount -o remount,rw / || touch /written")
+		x.fails("write /etc/hosts", "echo 1.2.3.4 evil >> /etc/hosts")
+	})
+}
+
+// secRootfs is the container's rootfs mountpoint on the host, from
+// its verbose status.
+func secRootfs(t *testing.T, d *framework.Daemon, id string) string {
+	t.Helper()
+	resp, err := d.Runtime.ContainerStatus(framework.Ctx(t), &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct {
+		Rootfs string `json:"rootfs"`
+	}
+	if err := json.Unmarshal([]byte(resp.Info["info"]), &info); err != nil || info.Rootfs == "" {
+		t.Fatalf("container %s verbose info %q: %v", id, resp.Info["info"], err)
+	}
+	return info.Rootfs
+}
+
+// secMountedAt reports whether mountinfo holds a mount point at p.
+func secMountedAt(mountinfo, p string) bool {
+	for _, line := range strings.Split(mountinfo, "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == p {
+			return true
+		}
+	}
+	return false
+}
+
+func secOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
