@@ -17,6 +17,7 @@ import (
 	"github.com/berth-runtime/berth/container/monitor"
 	"github.com/berth-runtime/berth/container/spec"
 	"github.com/berth-runtime/berth/internal/cgprime"
+	"github.com/berth-runtime/berth/internal/faultpoint"
 )
 
 // Create is CreateContainer: it returns the new container's id. A failed
@@ -57,6 +58,7 @@ func (s *Service) Create(ctx context.Context, podID string, cfg *runtimeapi.Cont
 		s.unreserve(key, id)
 		return "", err
 	}
+	s.opts.Faults.Hit(faultpoint.CreateReturning, id)
 	return id, nil
 }
 
@@ -125,6 +127,9 @@ func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runt
 	}
 	undo = append(undo, func() { s.records.Delete(id) })
 	undo = append(undo, func() { os.RemoveAll(dir); os.RemoveAll(upper) })
+	if !sandbox {
+		s.opts.Faults.Hit(faultpoint.CreateRecorded, id)
+	}
 	var idm *idmap
 	if u := podUserNS(podCfg); u != nil {
 		if sandbox {
@@ -140,6 +145,9 @@ func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runt
 		return nil, err
 	}
 	undo = append(undo, func() { unmountRootfs(rootfs) })
+	if !sandbox {
+		s.opts.Faults.Hit(faultpoint.CreateRootfs, id)
+	}
 	undo = append(undo, func() { unmountImageVolumes(dir) })
 	volSources, err := mountImageVolumes(cfg, vols, volLayers, idm)
 	if err != nil {
@@ -199,6 +207,9 @@ func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runt
 		return nil, fmt.Errorf("container %s: %w", id, err)
 	}
 	undo = append(undo, func() { s.monitorDelete(cleanup, mon, id) })
+	if !sandbox {
+		s.opts.Faults.Hit(faultpoint.CreateMonitor, id)
+	}
 	rec.Pid = resp.Pid
 	rec.PidStart = processStart(resp.Pid)
 	rec.State = StateCreated

@@ -11,6 +11,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-runtime/berth/container/monitor"
+	"github.com/berth-runtime/berth/internal/faultpoint"
 )
 
 // ReasonMonitorGone is the exit reason of a container whose monitor died:
@@ -116,7 +117,13 @@ func (s *Service) start(ctx context.Context, c *ctr) error {
 	// Taken before the call: the process runs from within it, and may
 	// have exited by the time it returns.
 	startedAt := time.Now().UnixNano()
+	if !rec.Sandbox {
+		s.opts.Faults.Hit(faultpoint.StartBefore, rec.ID)
+	}
 	_, err := mon.client.Call(ctx, &monitor.Request{Op: monitor.OpStart, ID: rec.ID})
+	if err == nil && !rec.Sandbox {
+		s.opts.Faults.Hit(faultpoint.StartStarted, rec.ID)
+	}
 	c.mu.Lock()
 	stopped := c.stopPending
 	c.starting, c.stopPending = false, false

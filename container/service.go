@@ -21,6 +21,7 @@ import (
 	"github.com/berth-runtime/berth/container/monitor"
 	"github.com/berth-runtime/berth/container/spec"
 	"github.com/berth-runtime/berth/internal/events"
+	"github.com/berth-runtime/berth/internal/faultpoint"
 	"github.com/berth-runtime/berth/internal/store"
 	"github.com/berth-runtime/berth/nri"
 )
@@ -85,6 +86,9 @@ type Options struct {
 	// NRI relays the containers' lifecycle to NRI plugins (nri.go); nil
 	// is no NRI.
 	NRI *nri.NRI
+	// Faults hangs a call at a named step for crash tests; nil in
+	// production.
+	Faults *faultpoint.Point
 }
 
 // Service runs containers.

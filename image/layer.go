@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/berth-runtime/berth/internal/faultpoint"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/klauspost/compress/gzip"
@@ -172,6 +173,7 @@ func (s *Service) unpackLayer(ctx context.Context, rc io.Reader, l layerRef) (er
 	if err := syncFS(tmp); err != nil {
 		return err
 	}
+	s.faults.Hit(faultpoint.PullLayerUnpacked, l.ChainID)
 	return s.commitLayer(tmp, &layerRecord{ChainID: l.ChainID, DiffID: l.DiffID, Digest: l.Digest, Usage: usage, Inodes: inodes})
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -15,6 +16,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/berth-runtime/berth/internal/faultpoint"
 )
 
 const userAgent = "berth"
@@ -75,6 +78,10 @@ func pullError(ref Reference, errs []error) error {
 		return fmt.Errorf("pull %s: %w: %s", ref, ErrUnauthorized, detail)
 	case errors.Is(last, ErrStalled):
 		return fmt.Errorf("pull %s: %w: %s", ref, ErrStalled, detail)
+	case errors.Is(last, syscall.ENOSPC) || errors.Is(last, syscall.EDQUOT):
+		// The node's disk is full, whichever endpoint it was: kept in the
+		// chain so that the caller can report it by its code.
+		return fmt.Errorf("pull %s: %s%w", ref, strings.TrimSuffix(detail, last.Error()), last)
 	}
 	return fmt.Errorf("pull %s: %s", ref, detail)
 }
@@ -157,6 +164,7 @@ func (s *Service) pullFrom(ctx context.Context, ref Reference, ep endpoint, pinn
 	if err := g.Wait(); err != nil {
 		return "", err
 	}
+	s.faults.Hit(faultpoint.PullLayersCommitted, ref.String())
 	return s.commitImage(ref, p)
 }
 
@@ -260,6 +268,7 @@ func (s *Service) commitImage(ref Reference, p *pulled) (string, error) {
 	if ref.Digest != "" {
 		repoDigest = ref.String()
 	}
+	s.faults.Hit(faultpoint.PullContentStored, ref.String())
 
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -14,6 +14,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/berth-runtime/berth/internal/faultpoint"
 	"github.com/berth-runtime/berth/internal/store"
 )
 
@@ -45,12 +46,16 @@ type Options struct {
 	// the architecture berth runs on.
 	Platform v1.Platform
 	Logger   *slog.Logger
+	// Faults hangs a pull at a named step for crash tests; nil in
+	// production.
+	Faults *faultpoint.Point
 }
 
 // Service is the image store and puller. Every query is answered from
 // memory; disk is written only when something changes.
 type Service struct {
 	log      *slog.Logger
+	faults   *faultpoint.Point
 	root     string
 	layerDir string
 	platform v1.Platform
@@ -143,6 +148,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	}
 	s := &Service{
 		log:       log.With("component", "image"),
+		faults:    opts.Faults,
 		root:      opts.Root,
 		layerDir:  filepath.Join(opts.Root, "layers"),
 		platform:  platform,

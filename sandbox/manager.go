@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/berth-runtime/berth/internal/events"
+	"github.com/berth-runtime/berth/internal/faultpoint"
 	"github.com/berth-runtime/berth/internal/store"
 	"github.com/berth-runtime/berth/network"
 	"github.com/berth-runtime/berth/nri"
@@ -56,8 +57,11 @@ type Options struct {
 	// Events gets the pods' lifecycle events; nil drops them.
 	Events *events.Bus
 	// NRI relays the pods' lifecycle to NRI plugins; nil is no NRI.
-	NRI   *nri.NRI
-	hosts hostSource // tests only
+	NRI *nri.NRI
+	// Faults hangs a call at a named step for crash tests; nil in
+	// production.
+	Faults *faultpoint.Point
+	hosts  hostSource // tests only
 }
 
 // Manager runs pod sandboxes. It answers every query from memory.

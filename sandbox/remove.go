@@ -7,6 +7,8 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-runtime/berth/internal/faultpoint"
 )
 
 // Remove stops the pod if needed, removes its containers and everything
@@ -42,6 +44,7 @@ func (m *Manager) Remove(ctx context.Context, id string) error {
 			return fmt.Errorf("pod %s: remove containers: %w", rec.ID, err)
 		}
 	}
+	m.opts.Faults.Hit(faultpoint.RemoveContainers, rec.ID)
 	cg, err := newPodCgroup(rec.CgroupPath)
 	if err != nil {
 		return fmt.Errorf("pod %s: %w", rec.ID, err)
@@ -75,6 +78,7 @@ func (m *Manager) purge(ctx context.Context, p *pod, cg *podCgroup) error {
 	if err := (podFiles{dir: rec.Dir}).remove(); err != nil {
 		return fmt.Errorf("pod %s: %w", rec.ID, err)
 	}
+	m.opts.Faults.Hit(faultpoint.RemoveFiles, rec.ID)
 	if err := m.records.Delete(rec.ID); err != nil {
 		return fmt.Errorf("pod %s: %w", rec.ID, err)
 	}

@@ -13,6 +13,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-runtime/berth/internal/cgprime"
+	"github.com/berth-runtime/berth/internal/faultpoint"
 	"github.com/berth-runtime/berth/network"
 )
 
@@ -92,6 +93,7 @@ func (m *Manager) run(ctx context.Context, cfg *runtimeapi.PodSandboxConfig, han
 	if err := m.records.Put(id, &p.rec); err != nil {
 		return "", fmt.Errorf("pod %s: %w", id, err)
 	}
+	m.opts.Faults.Hit(faultpoint.RunRecorded, id)
 	var steps stepTimes
 	if err := m.create(ctx, p, cg, hostNet, hostPID, hostIPC, &steps); err != nil {
 		if uerr := m.undo(context.WithoutCancel(ctx), p, cg); uerr != nil {
@@ -115,6 +117,7 @@ func (m *Manager) run(ctx context.Context, cfg *runtimeapi.PodSandboxConfig, han
 	}
 	m.add(p)
 	m.publishStarted(id)
+	m.opts.Faults.Hit(faultpoint.RunReady, id)
 	m.log.Info("pod sandbox ready", "pod", id, "name", nameKey(cfg.GetMetadata()),
 		"ips", p.rec.IPs, "pid", p.rec.PausePid, "duration", time.Since(start),
 		"files", steps.files, "netns", steps.netns, "cni_add", steps.cni, "pause", steps.pause)
@@ -161,12 +164,16 @@ func (m *Manager) create(ctx context.Context, p *pod, cg *podCgroup, hostNet, ho
 			return err
 		}
 		steps.netns = time.Since(t)
+		m.opts.Faults.Hit(faultpoint.RunNetNS, id)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			t := time.Now()
 			netRes, netErr = m.net.Setup(ctx, networkPod(&p.rec, cfg))
 			steps.cni = time.Since(t)
+			if netErr == nil {
+				m.opts.Faults.Hit(faultpoint.RunCNIAdded, id)
+			}
 		}()
 	}
 	cgDirs, err := cg.Create()
@@ -219,6 +226,7 @@ func (m *Manager) create(ctx context.Context, p *pod, cg *podCgroup, hostNet, ho
 	if err := errors.Join(netErr, pauseErr); err != nil {
 		return err
 	}
+	m.opts.Faults.Hit(faultpoint.RunPauseStarted, id)
 	if netRes != nil {
 		for _, ip := range netRes.IPs {
 			p.rec.IPs = append(p.rec.IPs, ip.String())

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-runtime/berth/internal/faultpoint"
 )
 
 // Stop stops a pod's containers and pause, detaches it from the network
@@ -33,6 +35,7 @@ func (m *Manager) Stop(ctx context.Context, id string) error {
 			return fmt.Errorf("pod %s: stop containers: %w", p.rec.ID, err)
 		}
 	}
+	m.opts.Faults.Hit(faultpoint.StopContainers, p.rec.ID)
 	// Its containers stopped, its network and pause still there.
 	m.nriStop(ctx, p)
 	rec, _ := p.snapshot()
@@ -72,6 +75,7 @@ func (m *Manager) release(ctx context.Context, p *pod) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			m.opts.Faults.Hit(faultpoint.StopBeforeCNIDel, id)
 			t := time.Now()
 			cniErr = m.net.Teardown(ctx, networkPod(&rec, cfg))
 			took.cni = time.Since(t)
@@ -103,6 +107,9 @@ func (m *Manager) release(ctx context.Context, p *pod) error {
 		return nil, nil
 	}()
 	wg.Wait()
+	if pauseErr == nil && cniErr == nil {
+		m.opts.Faults.Hit(faultpoint.StopCNIDeleted, id)
+	}
 	if pauseErr != nil {
 		// Pause still runs: the record keeps naming it.
 		return errors.Join(pauseErr, cniErr)

@@ -13,6 +13,7 @@ import (
 	"github.com/berth-runtime/berth/image"
 	"github.com/berth-runtime/berth/internal/config"
 	"github.com/berth-runtime/berth/internal/events"
+	"github.com/berth-runtime/berth/internal/faultpoint"
 	"github.com/berth-runtime/berth/nri"
 	"github.com/berth-runtime/berth/sandbox"
 )
@@ -20,7 +21,7 @@ import (
 // newContainers builds the container service on top of the pod and image
 // services. It reattaches to the monitors of the previous run before it
 // returns.
-func newContainers(ctx context.Context, cfg *config.Config, pods container.Pods, images *image.Service, bus *events.Bus, n *nri.NRI, log *slog.Logger) (*container.Service, error) {
+func newContainers(ctx context.Context, cfg *config.Config, pods container.Pods, images *image.Service, bus *events.Bus, n *nri.NRI, log *slog.Logger, faults *faultpoint.Point) (*container.Service, error) {
 	return container.New(ctx, container.Options{
 		Root:   cfg.Root,
 		State:  cfg.State,
@@ -29,6 +30,7 @@ func newContainers(ctx context.Context, cfg *config.Config, pods container.Pods,
 		Logger: log,
 		Events: bus,
 		NRI:    n,
+		Faults: faults,
 	})
 }
 

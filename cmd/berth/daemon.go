@@ -19,6 +19,7 @@ import (
 
 	"github.com/berth-runtime/berth/internal/config"
 	"github.com/berth-runtime/berth/internal/events"
+	"github.com/berth-runtime/berth/internal/faultpoint"
 	"github.com/berth-runtime/berth/internal/version"
 	"github.com/berth-runtime/berth/server"
 	"github.com/berth-runtime/berth/stats"
@@ -126,7 +127,9 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	images, err := newImages(ctx, cfg, log)
+	// Crash tests arm one step (faultpoint.FromEnv); nil otherwise.
+	faults := faultpoint.FromEnv(log)
+	images, err := newImages(ctx, cfg, log, faults)
 	if err != nil {
 		return err
 	}
@@ -140,12 +143,12 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return err
 	}
 	late := &latePods{}
-	containers, err := newContainers(ctx, cfg, late, images, bus, nriAPI, log)
+	containers, err := newContainers(ctx, cfg, late, images, bus, nriAPI, log, faults)
 	if err != nil {
 		return err
 	}
 	defer containers.Close()
-	cni, pods, err := newPods(ctx, cfg, log, containers, bus, nriAPI)
+	cni, pods, err := newPods(ctx, cfg, log, containers, bus, nriAPI, faults)
 	if err != nil {
 		return err
 	}

@@ -9,11 +9,12 @@ import (
 
 	"github.com/berth-runtime/berth/image"
 	"github.com/berth-runtime/berth/internal/config"
+	"github.com/berth-runtime/berth/internal/faultpoint"
 )
 
 // newImages opens the image store under <root>/image with the registry
 // settings of cfg.
-func newImages(ctx context.Context, cfg *config.Config, log *slog.Logger) (*image.Service, error) {
+func newImages(ctx context.Context, cfg *config.Config, log *slog.Logger, faults *faultpoint.Point) (*image.Service, error) {
 	stall := image.DefaultStallTimeout
 	if cfg.ImagePullStallTimeout != "" {
 		d, err := time.ParseDuration(cfg.ImagePullStallTimeout)
@@ -47,5 +48,6 @@ func newImages(ctx context.Context, cfg *config.Config, log *slog.Logger) (*imag
 		MaxConcurrentDownloads: cfg.MaxConcurrentDownloads,
 		PinnedImages:           pinned,
 		Logger:                 log,
+		Faults:                 faults,
 	})
 }

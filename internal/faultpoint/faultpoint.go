@@ -1,0 +1,95 @@
+// Package faultpoint lets a crash test stop berth at a named step of a
+// call, so that a SIGKILL lands exactly there.
+//
+// berth builds one Point from its environment at start-up
+// (BERTH_DEBUG_FAULT_POINT names the step, BERTH_DEBUG_FAULT_FILE the file
+// to create when it is reached) and hands it to the services through
+// their Options. A nil *Point, the normal case, does nothing.
+//
+// Reaching the armed step creates the file and then blocks the calling
+// goroutine forever: the rest of the daemon keeps serving, as it would
+// while one call is slow, until the test kills it.
+package faultpoint
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+)
+
+// Environment variables read by FromEnv.
+const (
+	EnvPoint = "BERTH_DEBUG_FAULT_POINT"
+	EnvFile  = "BERTH_DEBUG_FAULT_FILE"
+)
+
+// Point is one armed step.
+type Point struct {
+	name   string
+	marker string
+	log    *slog.Logger
+}
+
+// FromEnv returns the point the environment arms, or nil when none is.
+func FromEnv(log *slog.Logger) *Point {
+	name := os.Getenv(EnvPoint)
+	if name == "" {
+		return nil
+	}
+	p := &Point{name: name, marker: os.Getenv(EnvFile), log: log}
+	log.Warn("debug fault point armed: berth will hang when it reaches this step", "point", name, "marker", p.marker)
+	return p
+}
+
+// Hit blocks forever if p is armed at step name; object is the id of
+// what the call works on, for the log. Otherwise it returns at once.
+func (p *Point) Hit(name, object string) {
+	if p == nil || p.name != name {
+		return
+	}
+	p.log.Warn("debug fault point reached: hanging until killed", "point", name, "object", object)
+	if p.marker != "" {
+		if err := os.WriteFile(p.marker, []byte(fmt.Sprintf("%s %s\n", name, object)), 0o644); err != nil {
+			p.log.Error("write fault point marker", "point", name, "file", p.marker, "err", err)
+		}
+	}
+	select {}
+}
+
+// The steps, named "<CRI call>/<what has just been done>".
+const (
+	RunRecorded     = "RunPodSandbox/recorded"      // the Creating record is written
+	RunNetNS        = "RunPodSandbox/netns"         // the netns is pinned, no CNI ADD yet
+	RunCNIAdded     = "RunPodSandbox/cni-added"     // CNI ADD done; pause may be starting
+	RunPauseStarted = "RunPodSandbox/pause-started" // pause runs, the record still says Creating
+	RunReady        = "RunPodSandbox/ready"         // the Ready record is written, not yet answered
+
+	CreateRecorded   = "CreateContainer/recorded"        // the Creating record is written
+	CreateRootfs     = "CreateContainer/rootfs-mounted"  // the overlay is mounted
+	CreateMonitor    = "CreateContainer/monitor-created" // libcontainer made it, the record says Creating
+	CreateReturning  = "CreateContainer/created"         // the Created record is written, not yet answered
+	StartBefore      = "StartContainer/before-start"     // the monitor has not been asked to start it
+	StartStarted     = "StartContainer/started"          // it runs, the record says Created
+	StopContainers   = "StopPodSandbox/containers-stopped"
+	StopBeforeCNIDel = "StopPodSandbox/before-cni-del" // pause is being stopped, no CNI DEL yet
+	StopCNIDeleted   = "StopPodSandbox/cni-deleted"    // pause stopped and CNI DEL done, not recorded
+	RemoveContainers = "RemovePodSandbox/containers-removed"
+	RemoveFiles      = "RemovePodSandbox/files-removed" // cgroup and files gone, the record not yet
+
+	PullLayerUnpacked   = "PullImage/layer-unpacked"   // a layer is unpacked in its temp dir, not committed
+	PullLayersCommitted = "PullImage/layers-committed" // every layer is in the store, the image is not
+	PullContentStored   = "PullImage/content-stored"   // manifest and config stored, no image record or tag
+)
+
+// All lists every step, for tests that go through them (a func, not a
+// var: the package keeps no mutable state).
+func All() []string {
+	return []string{
+		RunRecorded, RunNetNS, RunCNIAdded, RunPauseStarted, RunReady,
+		CreateRecorded, CreateRootfs, CreateMonitor, CreateReturning,
+		StartBefore, StartStarted,
+		StopContainers, StopBeforeCNIDel, StopCNIDeleted,
+		RemoveContainers, RemoveFiles,
+		PullLayerUnpacked, PullLayersCommitted, PullContentStored,
+	}
+}

@@ -1,0 +1,214 @@
+package faults_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-runtime/berth/internal/faultpoint"
+	"github.com/berth-runtime/berth/test/framework"
+)
+
+// crasher drives one daemon through crash cases: it arms a fault point,
+// restarts berth on it, and plays the kubelet around the crash.
+type crasher struct {
+	t *testing.T // the case's
+	e *framework.PodEnv
+}
+
+// crashCall is one CRI call, issued once with the fault point armed and
+// once more, as the kubelet's retry, after the restart.
+type crashCall func(ctx context.Context) error
+
+// arm restarts berth with point armed and returns the marker file that
+// berth creates when it gets there.
+func (c *crasher) arm(point string) string {
+	c.t.Helper()
+	marker := filepath.Join(c.t.TempDir(), "reached")
+	c.e.D.SetEnv(faultpoint.EnvPoint+"="+point, faultpoint.EnvFile+"="+marker)
+	c.e.D.Restart()
+	return marker
+}
+
+// crash issues call, waits until berth hangs at the armed point, SIGKILLs
+// it there and starts it again unarmed.
+func (c *crasher) crash(marker string, call crashCall) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- call(ctx) }()
+	deadline := time.Now().Add(settle)
+	for {
+		if _, err := os.Stat(marker); err == nil {
+			break
+		}
+		select {
+		case err := <-done:
+			c.t.Fatalf("the call returned (%v) without reaching the fault point", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("berth did not reach the fault point within %s", settle)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.e.D.Kill()
+	// The call dies with the connection; its error says nothing.
+	<-done
+	c.e.D.SetEnv()
+	c.e.D.Restart()
+	c.serves()
+}
+
+// serves checks that the restarted berth answers, and that every pod and
+// container it lists is in a state the API knows.
+func (c *crasher) serves() {
+	c.t.Helper()
+	ctx := framework.Ctx(c.t)
+	if _, err := c.e.D.Runtime.Version(ctx, &runtimeapi.VersionRequest{}); err != nil {
+		c.t.Fatalf("Version after restart: %v", err)
+	}
+	pods, err := c.e.D.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		c.t.Fatalf("ListPodSandbox after restart: %v", err)
+	}
+	for _, p := range pods.Items {
+		c.t.Logf("after restart: pod %s %s", p.Id, p.State)
+	}
+	ctrs, err := c.e.D.Runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+	if err != nil {
+		c.t.Fatalf("ListContainers after restart: %v", err)
+	}
+	for _, ct := range ctrs.Containers {
+		c.t.Logf("after restart: container %s (%s) %s", ct.Id, ct.Metadata.GetName(), ct.State)
+	}
+}
+
+// clean accepts a retried call's outcome: success, or an error with a
+// code that tells the client what happened. Unknown and Internal say
+// nothing a kubelet can act on.
+func (c *crasher) clean(what string, err error) bool {
+	c.t.Helper()
+	if err == nil {
+		return true
+	}
+	st, _ := status.FromError(err)
+	switch st.Code() {
+	case codes.Unknown, codes.Internal, codes.Unavailable, codes.DeadlineExceeded:
+		c.t.Errorf("retried %s failed without a clean error: %v", what, err)
+	default:
+		c.t.Logf("retried %s failed cleanly: %v", what, err)
+	}
+	if st.Message() == "" {
+		c.t.Errorf("retried %s failed with no message: %v", what, err)
+	}
+	return false
+}
+
+func (c *crasher) podConfig(name string) *runtimeapi.PodSandboxConfig {
+	return &runtimeapi.PodSandboxConfig{
+		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "crash", Uid: "uid-" + name + "-" + framework.RandHex(3)},
+		Hostname:     "crash",
+		LogDirectory: c.t.TempDir(),
+		Linux:        &runtimeapi.LinuxPodSandboxConfig{CgroupParent: c.e.Parent},
+	}
+}
+
+func (c *crasher) ctrConfig() *runtimeapi.ContainerConfig {
+	return &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "app"},
+		Image:    &runtimeapi.ImageSpec{Image: c.e.Image},
+		Command:  []string{"sleep", "1000"},
+		LogPath:  "app.log",
+	}
+}
+
+func (c *crasher) runPod(cfg *runtimeapi.PodSandboxConfig) string {
+	c.t.Helper()
+	resp, err := c.e.D.Runtime.RunPodSandbox(framework.Ctx(c.t), &runtimeapi.RunPodSandboxRequest{Config: cfg})
+	if err != nil {
+		c.t.Fatalf("RunPodSandbox: %v", err)
+	}
+	return resp.PodSandboxId
+}
+
+func (c *crasher) create(pod string, podCfg *runtimeapi.PodSandboxConfig) string {
+	c.t.Helper()
+	resp, err := c.e.D.Runtime.CreateContainer(framework.Ctx(c.t), &runtimeapi.CreateContainerRequest{
+		PodSandboxId: pod, Config: c.ctrConfig(), SandboxConfig: podCfg})
+	if err != nil {
+		c.t.Fatalf("CreateContainer: %v", err)
+	}
+	return resp.ContainerId
+}
+
+func (c *crasher) start(id string) {
+	c.t.Helper()
+	if _, err := c.e.D.Runtime.StartContainer(framework.Ctx(c.t), &runtimeapi.StartContainerRequest{ContainerId: id}); err != nil {
+		c.t.Fatalf("StartContainer %s: %v", id, err)
+	}
+}
+
+func (c *crasher) podState(id string) runtimeapi.PodSandboxState {
+	c.t.Helper()
+	resp, err := c.e.D.Runtime.PodSandboxStatus(framework.Ctx(c.t), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
+	if err != nil {
+		c.t.Fatalf("PodSandboxStatus %s: %v", id, err)
+	}
+	return resp.Status.State
+}
+
+func (c *crasher) ctrState(id string) runtimeapi.ContainerState {
+	c.t.Helper()
+	resp, err := c.e.D.Runtime.ContainerStatus(framework.Ctx(c.t), &runtimeapi.ContainerStatusRequest{ContainerId: id})
+	if err != nil {
+		c.t.Fatalf("ContainerStatus %s: %v", id, err)
+	}
+	return resp.Status.State
+}
+
+// removeAll is the client giving up on everything: every pod stopped and
+// removed, each call checked (the framework's cleanup only logs).
+func (c *crasher) removeAll() {
+	c.t.Helper()
+	ctx := framework.Ctx(c.t)
+	pods, err := c.e.D.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		c.t.Fatalf("ListPodSandbox: %v", err)
+	}
+	for _, p := range pods.Items {
+		_, err := c.e.D.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.Id})
+		if err == nil {
+			_, err = c.e.D.Runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.Id})
+		}
+		if err != nil {
+			c.t.Errorf("pod %s (%s) cannot be removed: %v", p.Id, p.State, err)
+		}
+	}
+	ctrs, err := c.e.D.Runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+	if err != nil {
+		c.t.Fatalf("ListContainers: %v", err)
+	}
+	for _, ct := range ctrs.Containers {
+		c.t.Errorf("container %s (%s) still listed after its pod was removed", ct.Id, ct.State)
+	}
+}
+
+// removeImage removes ref if berth has it.
+func (c *crasher) removeImage(ref string) {
+	c.t.Helper()
+	_, err := c.e.D.Image.RemoveImage(framework.Ctx(c.t), &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
+	if err != nil && status.Code(err) != codes.NotFound {
+		c.t.Errorf("RemoveImage %s: %v", ref, err)
+	}
+}
+
+var errNoID = errors.New("no id")

@@ -1,0 +1,226 @@
+package faults_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	fp "github.com/berth-runtime/berth/internal/faultpoint"
+	"github.com/berth-runtime/berth/test/framework"
+)
+
+// crashFixture is what a case's setup made before the crash, and what
+// the client knows.
+type crashFixture struct {
+	pod    string
+	podCfg *runtimeapi.PodSandboxConfig
+	ctr    string
+}
+
+// crashKind is one CRI call: what it needs made first, the call itself,
+// and what the kubelet does after a crash answered it with nothing.
+type crashKind struct {
+	setup func(c *crasher, f *crashFixture)
+	call  func(c *crasher, f *crashFixture) crashCall
+	// retry repeats the call after the restart and checks that berth
+	// then lets the client go on.
+	retry func(c *crasher, f *crashFixture)
+}
+
+// TestCrashAtFaultPoints SIGKILLs berth at every named step of
+// RunPodSandbox, CreateContainer, StartContainer, StopPodSandbox,
+// RemovePodSandbox and PullImage (internal/faultpoint). For each, after a
+// restart: berth serves and lists sanely, the client's retry succeeds or
+// fails with a clean error, every pod can then be stopped and removed,
+// and the host holds exactly what it held before the case (no netns pin,
+// lease, mount, cgroup, veth, process or file left).
+func TestCrashAtFaultPoints(t *testing.T) {
+	e := framework.NewPodEnv(t, "berth-crash")
+	kinds := crashKinds(e)
+	for _, point := range fp.All() {
+		kind := kinds[strings.SplitN(point, "/", 2)[0]]
+		t.Run(strings.ReplaceAll(point, "/", "_"), func(t *testing.T) {
+			c := &crasher{t: t, e: e}
+			before := framework.SnapshotHost(t, e.Scope())
+			marker := c.arm(point)
+			f := &crashFixture{}
+			if kind.setup != nil {
+				kind.setup(c, f)
+			}
+			c.crash(marker, kind.call(c, f))
+			kind.retry(c, f)
+			c.removeAll()
+			c.removeImage(crashPullImage(e))
+			framework.CheckHost(t, before)
+		})
+		if t.Failed() {
+			// The next case would start from this one's leftovers.
+			e.D.SetEnv()
+			e.D.Restart()
+			e.D.RemoveAllPods()
+		}
+	}
+}
+
+// crashPullImage is an image with layers of its own on top of busybox,
+// pulled only by the PullImage cases.
+func crashPullImage(e *framework.PodEnv) string {
+	return strings.TrimSuffix(e.Image, "library/busybox:latest") + "berth-test/whiteout:latest"
+}
+
+func crashKinds(e *framework.PodEnv) map[string]crashKind {
+	runPod := func(c *crasher, f *crashFixture) {
+		f.podCfg = c.podConfig("crash")
+		f.pod = c.runPod(f.podCfg)
+	}
+	withCreated := func(c *crasher, f *crashFixture) {
+		runPod(c, f)
+		f.ctr = c.create(f.pod, f.podCfg)
+	}
+	withRunning := func(c *crasher, f *crashFixture) {
+		withCreated(c, f)
+		c.start(f.ctr)
+	}
+	return map[string]crashKind{
+		"RunPodSandbox": {
+			setup: func(c *crasher, f *crashFixture) { f.podCfg = c.podConfig("crash") },
+			call: func(c *crasher, f *crashFixture) crashCall {
+				return func(ctx context.Context) error {
+					_, err := c.e.D.Runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: f.podCfg})
+					return err
+				}
+			},
+			retry: func(c *crasher, f *crashFixture) {
+				resp, err := c.e.D.Runtime.RunPodSandbox(framework.Ctx(c.t), &runtimeapi.RunPodSandboxRequest{Config: f.podCfg})
+				if !c.clean("RunPodSandbox", err) {
+					return
+				}
+				if st := c.podState(resp.PodSandboxId); st != runtimeapi.PodSandboxState_SANDBOX_READY {
+					c.t.Fatalf("retried RunPodSandbox returned pod %s in state %s", resp.PodSandboxId, st)
+				}
+				// The pod is usable: a container runs in it.
+				ctr := c.create(resp.PodSandboxId, f.podCfg)
+				c.start(ctr)
+			},
+		},
+		"CreateContainer": {
+			setup: runPod,
+			call: func(c *crasher, f *crashFixture) crashCall {
+				return func(ctx context.Context) error {
+					_, err := c.e.D.Runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
+						PodSandboxId: f.pod, Config: c.ctrConfig(), SandboxConfig: f.podCfg})
+					return err
+				}
+			},
+			retry: func(c *crasher, f *crashFixture) {
+				resp, err := c.e.D.Runtime.CreateContainer(framework.Ctx(c.t), &runtimeapi.CreateContainerRequest{
+					PodSandboxId: f.pod, Config: c.ctrConfig(), SandboxConfig: f.podCfg})
+				if !c.clean("CreateContainer", err) {
+					return
+				}
+				c.start(resp.ContainerId)
+				if st := c.ctrState(resp.ContainerId); st != runtimeapi.ContainerState_CONTAINER_RUNNING {
+					c.t.Errorf("container %s created by the retry and started is %s", resp.ContainerId, st)
+				}
+			},
+		},
+		"StartContainer": {
+			setup: withCreated,
+			call: func(c *crasher, f *crashFixture) crashCall {
+				return func(ctx context.Context) error {
+					_, err := c.e.D.Runtime.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: f.ctr})
+					return err
+				}
+			},
+			retry: func(c *crasher, f *crashFixture) {
+				_, err := c.e.D.Runtime.StartContainer(framework.Ctx(c.t), &runtimeapi.StartContainerRequest{ContainerId: f.ctr})
+				c.clean("StartContainer", err)
+				// Started by the first call or by the retry, it runs, and
+				// says so.
+				if st := c.ctrState(f.ctr); st != runtimeapi.ContainerState_CONTAINER_RUNNING {
+					c.t.Errorf("container %s is %s after a retried start (error: %v)", f.ctr, st, err)
+				}
+			},
+		},
+		"StopPodSandbox": {
+			setup: withRunning,
+			call: func(c *crasher, f *crashFixture) crashCall {
+				return func(ctx context.Context) error {
+					_, err := c.e.D.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: f.pod})
+					return err
+				}
+			},
+			retry: func(c *crasher, f *crashFixture) {
+				if _, err := c.e.D.Runtime.StopPodSandbox(framework.Ctx(c.t), &runtimeapi.StopPodSandboxRequest{PodSandboxId: f.pod}); err != nil {
+					c.t.Fatalf("retried StopPodSandbox: %v", err)
+				}
+				if st := c.podState(f.pod); st != runtimeapi.PodSandboxState_SANDBOX_NOTREADY {
+					c.t.Errorf("pod %s is %s after a retried stop", f.pod, st)
+				}
+				if st := c.ctrState(f.ctr); st != runtimeapi.ContainerState_CONTAINER_EXITED {
+					c.t.Errorf("container %s is %s after its pod's retried stop", f.ctr, st)
+				}
+			},
+		},
+		"RemovePodSandbox": {
+			setup: func(c *crasher, f *crashFixture) {
+				withRunning(c, f)
+				if _, err := c.e.D.Runtime.StopPodSandbox(framework.Ctx(c.t), &runtimeapi.StopPodSandboxRequest{PodSandboxId: f.pod}); err != nil {
+					c.t.Fatalf("StopPodSandbox: %v", err)
+				}
+			},
+			call: func(c *crasher, f *crashFixture) crashCall {
+				return func(ctx context.Context) error {
+					_, err := c.e.D.Runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: f.pod})
+					return err
+				}
+			},
+			retry: func(c *crasher, f *crashFixture) {
+				if _, err := c.e.D.Runtime.RemovePodSandbox(framework.Ctx(c.t), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: f.pod}); err != nil {
+					c.t.Fatalf("retried RemovePodSandbox: %v", err)
+				}
+				pods, err := c.e.D.Runtime.ListPodSandbox(framework.Ctx(c.t), &runtimeapi.ListPodSandboxRequest{})
+				if err != nil {
+					c.t.Fatal(err)
+				}
+				for _, p := range pods.Items {
+					if p.Id == f.pod {
+						c.t.Errorf("pod %s still listed (%s) after a retried remove", f.pod, p.State)
+					}
+				}
+			},
+		},
+		"PullImage": {
+			call: func(c *crasher, f *crashFixture) crashCall {
+				return func(ctx context.Context) error {
+					_, err := c.e.D.Image.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: crashPullImage(e)}})
+					return err
+				}
+			},
+			retry: func(c *crasher, f *crashFixture) {
+				ref := crashPullImage(e)
+				if _, err := c.e.D.Image.PullImage(framework.Ctx(c.t), &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}}); err != nil {
+					c.t.Fatalf("retried PullImage: %v", err)
+				}
+				st, err := c.e.D.Image.ImageStatus(framework.Ctx(c.t), &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
+				if err != nil || st.Image == nil {
+					c.t.Fatalf("ImageStatus %s after the retried pull: %v, %v", ref, st, err)
+				}
+				// The image is whole: a container runs from it.
+				runPod(c, f)
+				resp, err := c.e.D.Runtime.CreateContainer(framework.Ctx(c.t), &runtimeapi.CreateContainerRequest{
+					PodSandboxId: f.pod, SandboxConfig: f.podCfg, Config: &runtimeapi.ContainerConfig{
+						Metadata: &runtimeapi.ContainerMetadata{Name: "pulled"},
+						Image:    &runtimeapi.ImageSpec{Image: ref},
+						Command:  []string{"sleep", "1000"},
+					}})
+				if err != nil {
+					c.t.Fatalf("CreateContainer from the pulled image: %v", err)
+				}
+				c.start(resp.ContainerId)
+			},
+		},
+	}
+}
