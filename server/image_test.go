@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"syscall"
 	"testing"
 	"time"
 
@@ -46,6 +47,7 @@ func TestImageErrorCodes(t *testing.T) {
 		{fmt.Errorf("pull x: %w", context.Canceled), codes.Canceled},
 		{fmt.Errorf("pull x: %w", image.ErrStalled), codes.Unknown},
 		{errors.New("disk full"), codes.Unknown},
+		{fmt.Errorf("pull x: write y: %w", syscall.ENOSPC), codes.ResourceExhausted},
 	}
 	for _, tt := range tests {
 		f := &fakeImages{err: tt.err}

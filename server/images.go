@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"syscall"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -21,8 +22,10 @@ type Images interface {
 
 var errNoImages = status.Error(codes.Unimplemented, "images are not enabled in this server")
 
-// imageError maps the image service's errors to gRPC codes. Registry and
-// disk failures are Unknown, as other CRI runtimes report them.
+// imageError maps the image service's errors to gRPC codes. A full disk
+// is ResourceExhausted (gRPC's own example of the code: a caller can tell
+// it from a registry's fault without parsing the text); other registry
+// and disk failures are Unknown, as other CRI runtimes report them.
 func imageError(err error) error {
 	switch {
 	case err == nil:
@@ -37,6 +40,8 @@ func imageError(err error) error {
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, image.ErrUnauthorized):
 		return status.Error(codes.Unauthenticated, err.Error())
+	case errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT):
+		return status.Error(codes.ResourceExhausted, err.Error())
 	default:
 		return status.Error(codes.Unknown, err.Error())
 	}
