@@ -23,8 +23,11 @@ func (s *Service) recover(ctx context.Context) error {
 	}
 	for id, rec := range recs {
 		if rec.State == StateCreating {
-			// Berth died inside CreateContainer: undo it.
+			// Berth died inside CreateContainer: undo it. The monitor
+			// may already hold it, its init waiting for a start that
+			// will never come, and refuses to delete a live one.
 			s.log.Info("removing container whose create was interrupted", "container", id)
+			s.monitorDelete(ctx, s.existingMonitor(rec.PodID), id)
 			if err := s.release(ctx, rec); err != nil {
 				s.log.Error("undo interrupted create", "container", id, "error", err)
 			}
