@@ -90,12 +90,10 @@ func listenSocket(path, group string) (*socket, error) {
 			return nil, fmt.Errorf("remove stale socket: %w", err)
 		}
 	}
-	l, err := net.Listen("unix", path)
+	l, err := listenPrivate(path)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", path, err)
 	}
-	// Until this chmod the mode comes from the umask; connecting needs write
-	// permission, which the usual 022 umask does not give others.
 	if err := os.Chmod(path, 0o660); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("chmod socket: %w", err)
@@ -112,6 +110,19 @@ func listenSocket(path, group string) (*socket, error) {
 		return nil, fmt.Errorf("stat socket: %w", err)
 	}
 	return &socket{path: path, listener: l, created: created}, nil
+}
+
+// listenPrivate listens on a unix socket at path that only its owner
+// can connect to until it is chmodded. connect(2) checks the file's mode
+// once, when a client connects, and that connection keeps its access
+// after any later chmod: a socket that appeared with the umask's mode
+// (0777 under umask 0) would let a local user in for good, racing the
+// chmod. The umask is the process's; at start-up nothing else of berth
+// creates files, and what might would only be made stricter.
+func listenPrivate(path string) (net.Listener, error) {
+	old := unix.Umask(0o177)
+	defer unix.Umask(old)
+	return net.Listen("unix", path)
 }
 
 // remove deletes the socket file, unless it is no longer the one this

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestLockState(t *testing.T) {
@@ -89,6 +91,29 @@ func TestListenSocket(t *testing.T) {
 				t.Errorf("socket left behind after remove: %v", err)
 			}
 		})
+	}
+}
+
+// TestListenPrivate: the socket is bound with no access for group or
+// others whatever the umask, and the umask is given back.
+func TestListenPrivate(t *testing.T) {
+	old := unix.Umask(0)
+	defer unix.Umask(old)
+	path := filepath.Join(t.TempDir(), "s.sock")
+	l, err := listenPrivate(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	fi, err := os.Lstat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		t.Errorf("socket bound with mode %v under umask 0: others could connect before the chmod", perm)
+	}
+	if got := unix.Umask(0); got != 0 {
+		t.Errorf("umask left at %#o, want the caller's 0", got)
 	}
 }
 
