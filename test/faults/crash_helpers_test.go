@@ -212,3 +212,39 @@ func (c *crasher) removeImage(ref string) {
 }
 
 var errNoID = errors.New("no id")
+
+// removeNamed removes pod's container of that name.
+func (c *crasher) removeNamed(pod, name string) {
+	c.t.Helper()
+	ctx := framework.Ctx(c.t)
+	ctrs, err := c.e.D.Runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{
+		Filter: &runtimeapi.ContainerFilter{PodSandboxId: pod}})
+	if err != nil {
+		c.t.Fatalf("ListContainers: %v", err)
+	}
+	for _, ct := range ctrs.Containers {
+		if ct.Metadata.GetName() != name {
+			continue
+		}
+		if _, err := c.e.D.Runtime.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: ct.Id}); err != nil {
+			c.t.Fatalf("RemoveContainer %s (%s): %v", ct.Id, ct.State, err)
+		}
+	}
+}
+
+// podsNamed lists the pods whose metadata is md's.
+func (c *crasher) podsNamed(md *runtimeapi.PodSandboxMetadata) []string {
+	c.t.Helper()
+	pods, err := c.e.D.Runtime.ListPodSandbox(framework.Ctx(c.t), &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		c.t.Fatalf("ListPodSandbox: %v", err)
+	}
+	var ids []string
+	for _, p := range pods.Items {
+		m := p.Metadata
+		if m.GetName() == md.Name && m.GetNamespace() == md.Namespace && m.GetUid() == md.Uid && m.GetAttempt() == md.Attempt {
+			ids = append(ids, p.Id)
+		}
+	}
+	return ids
+}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	fp "github.com/berth-runtime/berth/internal/faultpoint"
@@ -97,6 +99,10 @@ func crashKinds(e *framework.PodEnv) map[string]crashKind {
 				if !c.clean("RunPodSandbox", err) {
 					return
 				}
+				// One pod for the name, crash or not.
+				if n := c.podsNamed(f.podCfg.Metadata); len(n) != 1 || n[0] != resp.PodSandboxId {
+					c.t.Errorf("pods named like the retried RunPodSandbox: %v, want only %s", n, resp.PodSandboxId)
+				}
 				if st := c.podState(resp.PodSandboxId); st != runtimeapi.PodSandboxState_SANDBOX_READY {
 					c.t.Fatalf("retried RunPodSandbox returned pod %s in state %s", resp.PodSandboxId, st)
 				}
@@ -115,10 +121,19 @@ func crashKinds(e *framework.PodEnv) map[string]crashKind {
 				}
 			},
 			retry: func(c *crasher, f *crashFixture) {
-				resp, err := c.e.D.Runtime.CreateContainer(framework.Ctx(c.t), &runtimeapi.CreateContainerRequest{
-					PodSandboxId: f.pod, Config: c.ctrConfig(), SandboxConfig: f.podCfg})
+				req := &runtimeapi.CreateContainerRequest{PodSandboxId: f.pod, Config: c.ctrConfig(), SandboxConfig: f.podCfg}
+				resp, err := c.e.D.Runtime.CreateContainer(framework.Ctx(c.t), req)
 				if !c.clean("CreateContainer", err) {
-					return
+					if status.Code(err) != codes.AlreadyExists {
+						return
+					}
+					// The first call's container survived under the
+					// name: the kubelet removes what it does not know
+					// and creates again.
+					c.removeNamed(f.pod, "app")
+					if resp, err = c.e.D.Runtime.CreateContainer(framework.Ctx(c.t), req); err != nil {
+						c.t.Fatalf("CreateContainer after removing the first call's container: %v", err)
+					}
 				}
 				c.start(resp.ContainerId)
 				if st := c.ctrState(resp.ContainerId); st != runtimeapi.ContainerState_CONTAINER_RUNNING {
@@ -201,6 +216,11 @@ func crashKinds(e *framework.PodEnv) map[string]crashKind {
 			},
 			retry: func(c *crasher, f *crashFixture) {
 				ref := crashPullImage(e)
+				// Every pull point is before the image is recorded: a
+				// half-pulled image is never listed.
+				if st, err := c.e.D.Image.ImageStatus(framework.Ctx(c.t), &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}}); err != nil || st.Image != nil {
+					c.t.Errorf("ImageStatus %s after a crash inside its pull: %v, %v; want no image", ref, st.GetImage(), err)
+				}
 				if _, err := c.e.D.Image.PullImage(framework.Ctx(c.t), &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}}); err != nil {
 					c.t.Fatalf("retried PullImage: %v", err)
 				}
