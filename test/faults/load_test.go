@@ -106,6 +106,10 @@ func TestLoad(t *testing.T) {
 	}
 
 	loadCheckNothingLeft(t, d, before)
+	// A daemon built with -race reports races in its log and goes on.
+	if log, err := os.ReadFile(d.LogPath); err != nil || strings.Contains(string(log), "DATA RACE") {
+		t.Errorf("berth's log reports a data race (or cannot be read: %v)", err)
+	}
 	after := loadSettle(t, d, sc, idle, loadSettleTimeout)
 	t.Logf("idle %s\npeak %s\nafter %s", idle, peak(), after)
 	if after.Goroutines > idle.Goroutines+loadGoroutineMargin {
