@@ -209,9 +209,13 @@ func (m *Manager) create(ctx context.Context, p *pod, cg *podCgroup, hostNet, ho
 			pauseErr = fmt.Errorf("pod %s: %w", id, err)
 		} else {
 			steps.netns = time.Since(t)
+			m.opts.Faults.Hit(faultpoint.RunNetNS, id)
 			t = time.Now()
 			netRes, netErr = m.net.Setup(ctx, networkPod(&p.rec, cfg))
 			steps.cni = time.Since(t)
+			if netErr == nil {
+				m.opts.Faults.Hit(faultpoint.RunCNIAdded, id)
+			}
 		}
 	}
 	wg.Wait()

@@ -19,8 +19,15 @@ import (
 // crasher drives one daemon through crash cases: it arms a fault point,
 // restarts berth on it, and plays the kubelet around the crash.
 type crasher struct {
-	t *testing.T // the case's
-	e *framework.PodEnv
+	t       *testing.T // the case's
+	e       *framework.PodEnv
+	variant string // of the pods: "" (pod network), "hostnet" or "userns"
+}
+
+// crashUserNS is the user namespace of the "userns" variant's pods.
+func crashUserNS() *runtimeapi.UserNamespace {
+	mapping := []*runtimeapi.IDMapping{{ContainerId: 0, HostId: 1 << 20, Length: 65536}}
+	return &runtimeapi.UserNamespace{Mode: runtimeapi.NamespaceMode_POD, Uids: mapping, Gids: mapping}
 }
 
 // crashCall is one CRI call, issued once with the fault point armed and
@@ -114,21 +121,38 @@ func (c *crasher) clean(what string, err error) bool {
 }
 
 func (c *crasher) podConfig(name string) *runtimeapi.PodSandboxConfig {
-	return &runtimeapi.PodSandboxConfig{
+	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "crash", Uid: "uid-" + name + "-" + framework.RandHex(3)},
 		Hostname:     "crash",
 		LogDirectory: c.t.TempDir(),
-		Linux:        &runtimeapi.LinuxPodSandboxConfig{CgroupParent: c.e.Parent},
+		Linux: &runtimeapi.LinuxPodSandboxConfig{CgroupParent: c.e.Parent, SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+			NamespaceOptions: &runtimeapi.NamespaceOption{}}},
 	}
+	switch c.variant {
+	case "hostnet":
+		cfg.Linux.SecurityContext.NamespaceOptions.Network = runtimeapi.NamespaceMode_NODE
+	case "userns":
+		cfg.Linux.SecurityContext.NamespaceOptions.UsernsOptions = crashUserNS()
+	}
+	return cfg
 }
 
 func (c *crasher) ctrConfig() *runtimeapi.ContainerConfig {
-	return &runtimeapi.ContainerConfig{
+	cfg := &runtimeapi.ContainerConfig{
 		Metadata: &runtimeapi.ContainerMetadata{Name: "app"},
 		Image:    &runtimeapi.ImageSpec{Image: c.e.Image},
 		Command:  []string{"sleep", "1000"},
 		LogPath:  "app.log",
+		Linux: &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
+			NamespaceOptions: &runtimeapi.NamespaceOption{}}},
 	}
+	switch c.variant {
+	case "hostnet":
+		cfg.Linux.SecurityContext.NamespaceOptions.Network = runtimeapi.NamespaceMode_NODE
+	case "userns":
+		cfg.Linux.SecurityContext.NamespaceOptions.UsernsOptions = crashUserNS()
+	}
+	return cfg
 }
 
 func (c *crasher) runPod(cfg *runtimeapi.PodSandboxConfig) string {

@@ -1,6 +1,7 @@
 package faults_test
 
 import (
+	"cmp"
 	"context"
 	"strings"
 	"testing"
@@ -41,10 +42,20 @@ type crashKind struct {
 func TestCrashAtFaultPoints(t *testing.T) {
 	e := framework.NewPodEnv(t, "berth-crash")
 	kinds := crashKinds(e)
+	type crashCase struct{ point, variant string }
+	var cases []crashCase
 	for _, point := range fp.All() {
+		for _, variant := range []string{"", "hostnet", "userns"} {
+			if crashApplies(point, variant) {
+				cases = append(cases, crashCase{point, variant})
+			}
+		}
+	}
+	for _, cc := range cases {
+		point := cc.point
 		kind := kinds[strings.SplitN(point, "/", 2)[0]]
-		t.Run(strings.ReplaceAll(point, "/", "_"), func(t *testing.T) {
-			c := &crasher{t: t, e: e}
+		t.Run(strings.ReplaceAll(point, "/", "_")+"_"+cmp.Or(cc.variant, "podnet"), func(t *testing.T) {
+			c := &crasher{t: t, e: e, variant: cc.variant}
 			before := framework.SnapshotHost(t, e.Scope())
 			marker := c.arm(point)
 			f := &crashFixture{}
@@ -64,6 +75,18 @@ func TestCrashAtFaultPoints(t *testing.T) {
 			e.D.RemoveAllPods()
 		}
 	}
+}
+
+// crashApplies says whether a pod variant goes through point: a pull has
+// no pod, a pod on the node's network no netns and no CNI.
+func crashApplies(point, variant string) bool {
+	if strings.HasPrefix(point, "PullImage/") {
+		return variant == ""
+	}
+	if variant == "hostnet" {
+		return point != fp.RunNetNS && point != fp.RunCNIAdded && point != fp.StopBeforeCNIDel
+	}
+	return true
 }
 
 // crashPullImage is an image with layers of its own on top of busybox,
