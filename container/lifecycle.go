@@ -279,6 +279,9 @@ func (s *Service) release(ctx context.Context, rec *Record) error {
 	case err != nil && !monitor.IsCode(err, monitor.CodeNotFound):
 		return fmt.Errorf("container %s: remove from monitor: %w", rec.ID, err)
 	}
+	if !rec.Sandbox {
+		s.opts.Faults.Hit(faultpoint.RemoveCtrMonitor, rec.ID)
+	}
 	if err := unmountRootfs(rec.Dir + "/rootfs"); err != nil {
 		return fmt.Errorf("container %s: %w", rec.ID, err)
 	}

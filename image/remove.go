@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/berth-runtime/berth/internal/faultpoint"
 )
 
 // Remove deletes the image name refers to, with all its tags and digests,
@@ -35,6 +37,7 @@ func (s *Service) Remove(ctx context.Context, name string) error {
 		}
 	}
 	s.mu.Unlock()
+	s.faults.Hit(faultpoint.RemoveImageRecord, img.ID)
 
 	s.emptyTrash(trash)
 	for _, d := range img.blobs() {

@@ -79,6 +79,9 @@ const (
 	PullLayerUnpacked   = "PullImage/layer-unpacked"   // a layer is unpacked in its temp dir, not committed
 	PullLayersCommitted = "PullImage/layers-committed" // every layer is in the store, the image is not
 	PullContentStored   = "PullImage/content-stored"   // manifest and config stored, no image record or tag
+
+	RemoveCtrMonitor  = "RemoveContainer/monitor-deleted" // gone from its monitor, rootfs and record still there
+	RemoveImageRecord = "RemoveImage/record-deleted"      // the record is gone, layers and blobs not yet
 )
 
 // All lists every step, for tests that go through them (a func, not a
@@ -91,5 +94,6 @@ func All() []string {
 		StopContainers, StopBeforeCNIDel, StopCNIDeleted,
 		RemoveContainers, RemoveFiles,
 		PullLayerUnpacked, PullLayersCommitted, PullContentStored,
+		RemoveCtrMonitor, RemoveImageRecord,
 	}
 }

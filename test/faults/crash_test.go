@@ -34,7 +34,9 @@ type crashKind struct {
 
 // TestCrashAtFaultPoints SIGKILLs berth at every named step of
 // RunPodSandbox, CreateContainer, StartContainer, StopPodSandbox,
-// RemovePodSandbox and PullImage (internal/faultpoint). For each, after a
+// RemovePodSandbox, RemoveContainer, PullImage and RemoveImage
+// (internal/faultpoint), with pods of each kind (pod network, node
+// network, own user namespace). For each, after a
 // restart: berth serves and lists sanely, the client's retry succeeds or
 // fails with a clean error, every pod can then be stopped and removed,
 // and the host holds exactly what it held before the case (no netns pin,
@@ -80,7 +82,7 @@ func TestCrashAtFaultPoints(t *testing.T) {
 // crashApplies says whether a pod variant goes through point: a pull has
 // no pod, a pod on the node's network no netns and no CNI.
 func crashApplies(point, variant string) bool {
-	if strings.HasPrefix(point, "PullImage/") {
+	if strings.HasPrefix(point, "PullImage/") || strings.HasPrefix(point, "RemoveImage/") {
 		return variant == ""
 	}
 	if variant == "hostnet" {
@@ -228,6 +230,48 @@ func crashKinds(e *framework.PodEnv) map[string]crashKind {
 						c.t.Errorf("pod %s still listed (%s) after a retried remove", f.pod, p.State)
 					}
 				}
+			},
+		},
+		"RemoveContainer": {
+			setup: withRunning,
+			call: func(c *crasher, f *crashFixture) crashCall {
+				return func(ctx context.Context) error {
+					_, err := c.e.D.Runtime.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: f.ctr})
+					return err
+				}
+			},
+			retry: func(c *crasher, f *crashFixture) {
+				if _, err := c.e.D.Runtime.RemoveContainer(framework.Ctx(c.t), &runtimeapi.RemoveContainerRequest{ContainerId: f.ctr}); err != nil {
+					c.t.Fatalf("retried RemoveContainer: %v", err)
+				}
+				// Its name is free again: the kubelet's next attempt
+				// may reuse it.
+				c.start(c.create(f.pod, f.podCfg))
+			},
+		},
+		"RemoveImage": {
+			setup: func(c *crasher, f *crashFixture) {
+				if _, err := c.e.D.Image.PullImage(framework.Ctx(c.t), &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: crashPullImage(e)}}); err != nil {
+					c.t.Fatalf("PullImage: %v", err)
+				}
+			},
+			call: func(c *crasher, f *crashFixture) crashCall {
+				return func(ctx context.Context) error {
+					_, err := c.e.D.Image.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: crashPullImage(e)}})
+					return err
+				}
+			},
+			retry: func(c *crasher, f *crashFixture) {
+				ref := crashPullImage(e)
+				if _, err := c.e.D.Image.RemoveImage(framework.Ctx(c.t), &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}}); err != nil {
+					c.t.Fatalf("retried RemoveImage: %v", err)
+				}
+				if st, err := c.e.D.Image.ImageStatus(framework.Ctx(c.t), &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}}); err != nil || st.Image != nil {
+					c.t.Errorf("ImageStatus %s after the retried remove: %v, %v; want no image", ref, st.GetImage(), err)
+				}
+				// busybox, which shares the base layer, still runs.
+				runPod(c, f)
+				c.start(c.create(f.pod, f.podCfg))
 			},
 		},
 		"PullImage": {
