@@ -40,9 +40,15 @@ func imageError(err error) error {
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, image.ErrUnauthorized):
 		return status.Error(codes.Unauthenticated, err.Error())
-	case errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT):
+	case diskFull(err):
 		return status.Error(codes.ResourceExhausted, err.Error())
 	default:
 		return status.Error(codes.Unknown, err.Error())
 	}
+}
+
+// diskFull tells a failure for want of disk space (or quota), which every
+// service reports as ResourceExhausted.
+func diskFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }

@@ -1,8 +1,12 @@
 package faults_test
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -47,4 +51,130 @@ func TestDiskFullPull(t *testing.T) {
 		t.Errorf("container from an image pulled after the failed pull: exit %d (%s)", st.ExitCode, st.Message)
 	}
 	stopAndRemove(e, pod)
+}
+
+// TestDiskFullContainerWrites: a container fills the disk that holds
+// berth's root and state (records, writable layers) and the pod's logs,
+// while another keeps logging. berth and the monitor carry on; calls
+// made meanwhile succeed or fail cleanly; a SIGKILLed berth restarts on
+// the full disk with every record loaded (none moved aside as corrupt)
+// and every container in its state; once the filler is removed the pod
+// works again, and its removal leaves nothing.
+func TestDiskFullContainerWrites(t *testing.T) {
+	e, disk := newDiskEnv(t, "faults-diskw", "40m")
+	pull(t, e.D, e.Image)
+	before := framework.SnapshotHost(t, e.Scope())
+	logs := filepath.Join(disk, "logs")
+	pod, cfg := runPod(e, "filler", func(c *runtimeapi.PodSandboxConfig) { c.LogDirectory = logs })
+
+	keeper := e.Run(pod, cfg, "keeper", "exec sleep 100000", nil)
+	done := e.Run(pod, cfg, "done", "echo bye", nil)
+	e.WaitExit(done, settle)
+	talker := e.Run(pod, cfg, "talker", "while :; do seq 1 200; sleep 1; done", nil)
+	filler := e.Run(pod, cfg, "filler", "dd if=/dev/zero of=/fill bs=64k; echo dd: $?; exec sleep 100000", nil)
+	mon := monitorOf(t, pod, pausePid(e, pod))
+	for deadline := time.Now().Add(settle); diskFree(t, disk) > 64<<10; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the filler did not fill the disk within %s: %d bytes free", settle, diskFree(t, disk))
+		}
+	}
+	t.Logf("disk full: %d bytes free", diskFree(t, disk))
+
+	want := map[string]runtimeapi.ContainerState{
+		keeper: runtimeapi.ContainerState_CONTAINER_RUNNING,
+		done:   runtimeapi.ContainerState_CONTAINER_EXITED,
+		talker: runtimeapi.ContainerState_CONTAINER_RUNNING,
+		filler: runtimeapi.ContainerState_CONTAINER_RUNNING,
+	}
+	checkStates := func(when string) {
+		t.Helper()
+		got := listed(e)
+		for id, st := range want {
+			if got[id] != st {
+				t.Errorf("%s: ListContainers has %s %s, want %s", when, id[:12], got[id], st)
+			}
+			if s := containerState(e, id); s.State != st {
+				t.Errorf("%s: ContainerStatus of %s is %s, want %s", when, id[:12], s.State, st)
+			}
+		}
+		if len(got) != len(want) {
+			t.Errorf("%s: %d containers listed, want %d", when, len(got), len(want))
+		}
+		if !e.D.Running() || !running(mon) {
+			t.Fatalf("%s: berth running %v, monitor running %v", when, e.D.Running(), running(mon))
+		}
+	}
+	checkStates("disk full")
+
+	// A create on the full disk may fail; if it does, it says why and
+	// leaves nothing listed.
+	ctx := framework.Ctx(t)
+	resp, err := e.D.Runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: pod, SandboxConfig: cfg, Config: &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "late"}, Image: &runtimeapi.ImageSpec{Image: e.Image},
+		Command: []string{"true"}, LogPath: "late.log",
+	}})
+	if err == nil {
+		t.Logf("CreateContainer on the full disk succeeded")
+		want[resp.ContainerId] = runtimeapi.ContainerState_CONTAINER_CREATED
+	} else {
+		t.Logf("CreateContainer on the full disk: %v", err)
+		if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "no space left on device") {
+			t.Errorf("CreateContainer on a full disk: %v; want ResourceExhausted, the reason named", err)
+		}
+	}
+
+	// The talker is stopped and removed while the disk is full: its exit
+	// must still be reported.
+	if _, err := e.D.Runtime.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: talker, Timeout: 5}); err != nil {
+		t.Errorf("StopContainer on the full disk: %v", err)
+	}
+	if st := e.WaitExit(talker, settle); st.ExitCode != 137 && st.ExitCode != 143 {
+		t.Errorf("talker stopped on the full disk: exit %d (%s %s), want 137 or 143", st.ExitCode, st.Reason, st.Message)
+	}
+	if _, err := e.D.Runtime.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: talker}); err != nil {
+		t.Errorf("RemoveContainer on the full disk: %v", err)
+	}
+	delete(want, talker)
+	checkStates("talker removed")
+
+	t.Logf("berth killed and restarted with %d bytes free", diskFree(t, disk))
+	e.D.Kill()
+	e.D.Restart()
+	if bad := corruptRecords(t, disk); len(bad) > 0 {
+		t.Errorf("records moved aside as corrupt after a restart on the full disk: %v", bad)
+	}
+	checkStates("berth restarted on the full disk")
+	waitPodState(e, pod, runtimeapi.PodSandboxState_SANDBOX_READY)
+	if st := containerState(e, done); st.ExitCode != 0 || st.Reason != "Completed" {
+		t.Errorf("exited container after the restart: exit %d, reason %q", st.ExitCode, st.Reason)
+	}
+
+	// Space comes back with the filler's writable layer.
+	ctx = framework.Ctx(t)
+	if _, err := e.D.Runtime.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: filler, Timeout: 5}); err != nil {
+		t.Errorf("stop the filler: %v", err)
+	}
+	if _, err := e.D.Runtime.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: filler}); err != nil {
+		t.Errorf("remove the filler: %v", err)
+	}
+	// The overlay is unmounted lazily: its pages go once the kernel has
+	// let go of the killed container's mount namespace, a moment later.
+	for deadline := time.Now().Add(settle); diskFree(t, disk) < 20<<20; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			out, _ := exec.Command("du", "-a", "-x", disk).CombinedOutput()
+			t.Fatalf("only %d bytes free %s after the filler's removal; du:\n%s", diskFree(t, disk), settle, out)
+		}
+	}
+	after := e.Run(pod, cfg, "after", "echo disk is back", nil)
+	if st := e.WaitExit(after, settle); st.ExitCode != 0 {
+		t.Errorf("container once space is back: exit %d (%s)", st.ExitCode, st.Message)
+	}
+	if b, err := os.ReadFile(filepath.Join(logs, "after.log")); err != nil || !strings.Contains(string(b), "disk is back") {
+		t.Errorf("log once space is back: %q, %v", b, err)
+	}
+	stopAndRemove(e, pod)
+	if bad := corruptRecords(t, disk); len(bad) > 0 {
+		t.Errorf("records moved aside as corrupt: %v", bad)
+	}
+	framework.CheckHost(t, before)
 }
