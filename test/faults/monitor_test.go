@@ -15,31 +15,37 @@ import (
 // each exit is reported, the pod can be stopped and removed without an
 // error, and nothing of it is left on the host.
 
-// twoSleepers runs a pod with two long-running containers and returns the
-// pod, the containers and their pids, pause's pid and the monitor's.
-type twoSleepers struct {
+// podUnderTest is a pod with two long-running containers and one that
+// has already exited with code 3 (its real exit must survive whatever
+// happens to the pod afterwards), with the pids of its processes.
+type podUnderTest struct {
 	pod            string
-	ctrs           []string
+	cfg            *runtimeapi.PodSandboxConfig
+	ctrs           []string // running
 	pids           []int
+	exited         string
 	pause, monitor int
 }
 
 // pid is the PID namespace of pod and containers: NamespaceMode_CONTAINER
 // is what the kubelet asks for unless the pod shares its process namespace.
-func startTwoSleepers(e *framework.PodEnv, name string, pid runtimeapi.NamespaceMode) twoSleepers {
+func startPod(e *framework.PodEnv, name string, pid runtimeapi.NamespaceMode) podUnderTest {
 	e.T.Helper()
 	ns := &runtimeapi.NamespaceOption{Pid: pid}
 	pod, cfg := runPod(e, name, func(c *runtimeapi.PodSandboxConfig) {
 		c.Linux.SecurityContext = &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: ns}
 	})
-	p := twoSleepers{pod: pod}
+	withNS := func(c *runtimeapi.ContainerConfig) {
+		c.Linux = &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: ns}}
+	}
+	p := podUnderTest{pod: pod, cfg: cfg}
+	p.exited = e.Run(pod, cfg, "exited", "exit 3", withNS)
 	for _, c := range []string{"a", "b"} {
-		id := e.Run(pod, cfg, c, "exec sleep 100000", func(c *runtimeapi.ContainerConfig) {
-			c.Linux = &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: ns}}
-		})
+		id := e.Run(pod, cfg, c, "exec sleep 100000", withNS)
 		p.ctrs = append(p.ctrs, id)
 		p.pids = append(p.pids, containerPid(e, id))
 	}
+	e.WaitExit(p.exited, settle)
 	p.pause = pausePid(e, pod)
 	p.monitor = monitorOf(e.T, pod, p.pause)
 	for i, pid := range p.pids {
@@ -50,9 +56,18 @@ func startTwoSleepers(e *framework.PodEnv, name string, pid runtimeapi.Namespace
 	return p
 }
 
-// checkMonitorGone: every container is exited, says why through
+// checkExited: the container that exited before the fault still reports
+// its own exit.
+func (p podUnderTest) checkExited(e *framework.PodEnv) {
+	e.T.Helper()
+	if st := containerState(e, p.exited); st.State != runtimeapi.ContainerState_CONTAINER_EXITED || st.ExitCode != 3 || st.Reason != "Error" {
+		e.T.Errorf("container that exited before the fault: %s, exit %d, reason %q; want EXITED, 3, Error", st.State, st.ExitCode, st.Reason)
+	}
+}
+
+// checkMonitorGone: every running container is exited, says why through
 // ContainerStatus and ListContainers, and none of the pod's processes runs.
-func (p twoSleepers) checkMonitorGone(e *framework.PodEnv) {
+func (p podUnderTest) checkMonitorGone(e *framework.PodEnv) {
 	e.T.Helper()
 	for _, id := range p.ctrs {
 		st := e.WaitExit(id, settle)
@@ -69,6 +84,7 @@ func (p twoSleepers) checkMonitorGone(e *framework.PodEnv) {
 			e.T.Errorf("ListContainers: %s is %s, want EXITED", id, states[id])
 		}
 	}
+	p.checkExited(e)
 	waitPodState(e, p.pod, runtimeapi.PodSandboxState_SANDBOX_NOTREADY)
 	for i, pid := range p.pids {
 		waitGone(e.T, pid, "container "+p.ctrs[i])
@@ -76,41 +92,37 @@ func (p twoSleepers) checkMonitorGone(e *framework.PodEnv) {
 	waitGone(e.T, p.pause, "pause of a pod whose monitor died")
 }
 
+// TestKillMonitor: the monitor dies with berth up, then berth crashes
+// right after it (berth may or may not have seen it go), and berth is
+// down when it dies. The restarted berth finds out from its records and
+// the host alone. Events are checked where berth stays up: a restarted
+// berth publishes what it finds during recovery, before any client can
+// have subscribed (the kubelet's relist sees those exits).
 func TestKillMonitor(t *testing.T) {
-	e := framework.NewPodEnv(t, "faults-mon")
-	before := framework.SnapshotHost(t, e.Scope())
-	stops := watchStops(e)
-	p := startTwoSleepers(e, "monkill", runtimeapi.NamespaceMode_CONTAINER)
-
-	kill(t, p.monitor, "monitor")
-	p.checkMonitorGone(e)
-	stops.expect(p.ctrs...)
-	stopAndRemove(e, p.pod)
-	framework.CheckHost(t, before)
-}
-
-// TestKillMonitorAndBerth: the monitor dies and berth crashes, in both
-// orders; the restarted berth finds out from the records and the host
-// alone. (Its events are not checked: they are published during recovery,
-// before any client can be subscribed; the kubelet's relist sees the exits.)
-func TestKillMonitorAndBerth(t *testing.T) {
-	for _, order := range []string{"monitor-first", "berth-first"} {
+	for _, order := range []string{"berth-up", "then-berth", "berth-first"} {
 		t.Run(order, func(t *testing.T) {
-			e := framework.NewPodEnv(t, "faults-monb")
+			e := framework.NewPodEnv(t, "faults-mon")
 			before := framework.SnapshotHost(t, e.Scope())
-			p := startTwoSleepers(e, "monberth", runtimeapi.NamespaceMode_CONTAINER)
-			if order == "berth-first" {
+			stops := watchStops(e)
+			p := startPod(e, "monkill", runtimeapi.NamespaceMode_CONTAINER)
+			switch order {
+			case "berth-up":
+				kill(t, p.monitor, "monitor")
+			case "then-berth":
+				kill(t, p.monitor, "monitor")
+				e.D.Kill()
+			case "berth-first":
 				e.D.Kill()
 				kill(t, p.monitor, "monitor")
-			} else {
-				// No wait in between: berth may or may not have seen
-				// the monitor go before it dies itself.
-				kill(t, p.monitor, "monitor")
-				e.D.Kill()
 			}
 			waitGone(t, p.monitor, "monitor")
-			e.D.Restart()
+			if !e.D.Running() {
+				e.D.Restart()
+			}
 			p.checkMonitorGone(e)
+			if order == "berth-up" {
+				stops.expect(p.ctrs...)
+			}
 			stopAndRemove(e, p.pod)
 			framework.CheckHost(t, before)
 		})
@@ -118,27 +130,42 @@ func TestKillMonitorAndBerth(t *testing.T) {
 }
 
 // TestKillPause: pause alone dies. The pod is not ready (the kubelet
-// will kill its containers and make a new sandbox). With a PID namespace
-// per container, as the kubelet asks by default, the containers keep
-// running until the pod is stopped; with the pod's PID namespace shared,
-// pause is its init and the kernel takes every container with it: each
-// is reported exited by SIGKILL (137).
+// will kill its containers and make a new sandbox, which must work). With
+// a PID namespace per container, as the kubelet asks by default, the
+// containers keep running until the pod is stopped, also when pause dies
+// while berth is down; with the pod's PID namespace shared, pause is its
+// init and the kernel takes every container with it: each is reported
+// exited by SIGKILL (137).
 func TestKillPause(t *testing.T) {
-	for _, shared := range []bool{false, true} {
-		name := map[bool]string{false: "pid-per-container", true: "pid-shared"}[shared]
-		t.Run(name, func(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		shared    bool
+		berthDown bool
+	}{
+		{name: "pid-per-container"},
+		{name: "pid-shared", shared: true},
+		{name: "berth-down", berthDown: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			e := framework.NewPodEnv(t, "faults-pause")
 			before := framework.SnapshotHost(t, e.Scope())
 			stops := watchStops(e)
 			pid := runtimeapi.NamespaceMode_CONTAINER
-			if shared {
+			if tc.shared {
 				pid = runtimeapi.NamespaceMode_POD
 			}
-			p := startTwoSleepers(e, "pausekill", pid)
+			p := startPod(e, "pausekill", pid)
 
+			if tc.berthDown {
+				e.D.Kill()
+			}
 			kill(t, p.pause, "pause")
+			if tc.berthDown {
+				waitGone(t, p.pause, "pause")
+				e.D.Restart()
+			}
 			waitPodState(e, p.pod, runtimeapi.PodSandboxState_SANDBOX_NOTREADY)
-			if shared {
+			if tc.shared {
 				for _, id := range p.ctrs {
 					st := e.WaitExit(id, settle)
 					if st.ExitCode != 137 {
@@ -153,6 +180,7 @@ func TestKillPause(t *testing.T) {
 					}
 				}
 			}
+			p.checkExited(e)
 			if !running(p.monitor) {
 				t.Errorf("the monitor (pid %d) died with pause", p.monitor)
 			}
@@ -162,32 +190,59 @@ func TestKillPause(t *testing.T) {
 			}
 			waitGone(t, p.monitor, "monitor of a removed pod")
 			framework.CheckHost(t, before)
+
+			// What the kubelet does next: the same pod, next attempt.
+			p.cfg.Metadata.Attempt++
+			again, err := e.D.Runtime.RunPodSandbox(framework.Ctx(t), &runtimeapi.RunPodSandboxRequest{Config: p.cfg})
+			if err != nil {
+				t.Fatalf("RunPodSandbox of the pod again: %v", err)
+			}
+			id := e.Run(again.PodSandboxId, p.cfg, "a", "echo again", nil)
+			if st := e.WaitExit(id, settle); st.ExitCode != 0 {
+				t.Errorf("container of the recreated pod: exit %d (%s)", st.ExitCode, st.Message)
+			}
+			stopAndRemove(e, again.PodSandboxId)
+			framework.CheckHost(t, before)
 		})
 	}
 }
 
-// TestKillContainerProcess: a container's own process is killed. Its exit
-// is reported as the kernel gave it (128+9), the other container and the
-// pod carry on.
+// TestKillContainerProcess: a container's own process is killed, with
+// berth up or down. Its exit is reported as the kernel gave it (128+9),
+// the other container and the pod carry on.
 func TestKillContainerProcess(t *testing.T) {
-	e := framework.NewPodEnv(t, "faults-ctr")
-	before := framework.SnapshotHost(t, e.Scope())
-	stops := watchStops(e)
-	p := startTwoSleepers(e, "ctrkill", runtimeapi.NamespaceMode_CONTAINER)
+	for _, berthDown := range []bool{false, true} {
+		t.Run(map[bool]string{false: "berth-up", true: "berth-down"}[berthDown], func(t *testing.T) {
+			e := framework.NewPodEnv(t, "faults-ctr")
+			before := framework.SnapshotHost(t, e.Scope())
+			stops := watchStops(e)
+			p := startPod(e, "ctrkill", runtimeapi.NamespaceMode_CONTAINER)
 
-	kill(t, p.pids[0], "container a")
-	st := e.WaitExit(p.ctrs[0], settle)
-	if st.ExitCode != 137 || st.Reason != "Error" {
-		t.Errorf("killed container: exit code %d, reason %q; want 137, Error", st.ExitCode, st.Reason)
+			if berthDown {
+				e.D.Kill()
+			}
+			kill(t, p.pids[0], "container a")
+			if berthDown {
+				waitGone(t, p.pids[0], "container a")
+				e.D.Restart()
+			}
+			st := e.WaitExit(p.ctrs[0], settle)
+			if st.ExitCode != 137 || st.Reason != "Error" {
+				t.Errorf("killed container: exit code %d, reason %q; want 137, Error", st.ExitCode, st.Reason)
+			}
+			if !berthDown {
+				stops.expect(p.ctrs[0])
+			}
+			if states := listed(e); states[p.ctrs[0]] != runtimeapi.ContainerState_CONTAINER_EXITED || states[p.ctrs[1]] != runtimeapi.ContainerState_CONTAINER_RUNNING {
+				t.Errorf("ListContainers after killing a: %v, want a EXITED and b RUNNING", states)
+			}
+			if !running(p.pids[1]) || !running(p.pause) || !running(p.monitor) {
+				t.Errorf("killing one container took others with it: b %v, pause %v, monitor %v", running(p.pids[1]), running(p.pause), running(p.monitor))
+			}
+			p.checkExited(e)
+			waitPodState(e, p.pod, runtimeapi.PodSandboxState_SANDBOX_READY)
+			stopAndRemove(e, p.pod)
+			framework.CheckHost(t, before)
+		})
 	}
-	stops.expect(p.ctrs[0])
-	if states := listed(e); states[p.ctrs[0]] != runtimeapi.ContainerState_CONTAINER_EXITED || states[p.ctrs[1]] != runtimeapi.ContainerState_CONTAINER_RUNNING {
-		t.Errorf("ListContainers after killing a: %v, want a EXITED and b RUNNING", states)
-	}
-	if !running(p.pids[1]) || !running(p.pause) || !running(p.monitor) {
-		t.Errorf("killing one container took others with it: b %v, pause %v, monitor %v", running(p.pids[1]), running(p.pause), running(p.monitor))
-	}
-	waitPodState(e, p.pod, runtimeapi.PodSandboxState_SANDBOX_READY)
-	stopAndRemove(e, p.pod)
-	framework.CheckHost(t, before)
 }
