@@ -72,18 +72,21 @@ func (s *Service) setExit(c *ctr, e *monitor.Exit, reason string) {
 	removed := c.removed
 	c.stopPending = c.starting
 	later := c.starting
+	// On disk before it is announced: a RemoveContainer waiting for the
+	// exit deletes the record next, and a write landing after that would
+	// bring back the record of a removed container.
+	if !removed {
+		if err := s.records.Put(rec.ID, &rec); err != nil {
+			s.log.Error("record container exit", "container", rec.ID, "error", err)
+		}
+	}
 	close(c.exited)
 	c.mu.Unlock()
 	if !removed && !rec.Sandbox && s.opts.NRI.Enabled() {
 		s.opts.NRI.ContainerExited(c.nriDescribe())
 	}
-	if !removed {
-		if err := s.records.Put(rec.ID, &rec); err != nil {
-			s.log.Error("record container exit", "container", rec.ID, "error", err)
-		}
-		if !later {
-			s.publish(runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, &rec)
-		}
+	if !removed && !later {
+		s.publish(runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, &rec)
 	}
 }
 
