@@ -76,6 +76,10 @@ func (e *PodEnv) Scope() HostScope {
 type HostState struct {
 	Scope HostScope
 	Items []string // sorted
+	// Notes say more of an item than its name: a process is named by
+	// its pid and start time (its command line changes when it execs, as
+	// a container's init does), the note is its command line.
+	Notes map[string]string
 }
 
 // SnapshotHost lists what scope names on the host. It reads /proc and
@@ -91,6 +95,7 @@ type HostState struct {
 func SnapshotHost(t testing.TB, scope HostScope) HostState {
 	t.Helper()
 	var items []string
+	notes := map[string]string{}
 	add := func(kind, what string) { items = append(items, kind+" "+what) }
 
 	mounts := readMounts()
@@ -123,11 +128,12 @@ func SnapshotHost(t testing.TB, scope HostScope) HostState {
 	for _, v := range veths(scope) {
 		add("veth", v)
 	}
-	for _, p := range scopeProcs(scope) {
-		add("process", p)
+	for id, cmd := range scopeProcs(scope) {
+		add("process", id)
+		notes["process "+id] = cmd
 	}
 	slices.Sort(items)
-	return HostState{Scope: scope, Items: slices.Compact(items)}
+	return HostState{Scope: scope, Items: slices.Compact(items), Notes: notes}
 }
 
 // Diff lists what after has that h has not ("leaked: ...") and what h had
@@ -136,15 +142,22 @@ func (h HostState) Diff(after HostState) []string {
 	var out []string
 	for _, it := range after.Items {
 		if _, found := slices.BinarySearch(h.Items, it); !found {
-			out = append(out, "leaked: "+it)
+			out = append(out, "leaked: "+it+note(after.Notes[it]))
 		}
 	}
 	for _, it := range h.Items {
 		if _, found := slices.BinarySearch(after.Items, it); !found {
-			out = append(out, "gone: "+it)
+			out = append(out, "gone: "+it+note(h.Notes[it]))
 		}
 	}
 	return out
+}
+
+func note(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
 }
 
 // CheckHost snapshots the host again with before's scope and fails the
@@ -323,11 +336,12 @@ func veths(scope HostScope) []string {
 	return out
 }
 
-// scopeProcs lists, as "<pid> <cmdline>", the processes that name a dir of
+// scopeProcs maps "<pid>@<start time>" to the command line of the
+// processes that name a dir of
 // the scope in their command line or working directory or run in one of
 // its cgroups, and all their descendants; running daemons of the scope
 // are left out (but not their children).
-func scopeProcs(scope HostScope) []string {
+func scopeProcs(scope HostScope) map[string]string {
 	skip := map[int]bool{os.Getpid(): true}
 	for _, d := range scope.Daemons {
 		if d.Running() {
@@ -355,10 +369,11 @@ func scopeProcs(scope HostScope) []string {
 			mark(p.pid)
 		}
 	}
-	var out []string
+	out := map[string]string{}
 	for _, p := range procs {
-		if matched[p.pid] && !isZombie(p.pid) {
-			out = append(out, fmt.Sprintf("%d %s", p.pid, cmdlineOf(p.pid)))
+		if f := statFields(p.pid); matched[p.pid] && len(f) > 19 && f[0] != "Z" {
+			// Field 22 of stat, the 20th after the command name.
+			out[fmt.Sprintf("%d@%s", p.pid, f[19])] = cmdlineOf(p.pid)
 		}
 	}
 	return out
