@@ -122,7 +122,7 @@ func (c *loadClient) podCycle() {
 		c.readOrMisbehave()
 	}
 	for _, id := range ctrs {
-		c.checkContainer(id, runtimeapi.ContainerState_CONTAINER_RUNNING, -1)
+		c.checkContainer(id, runtimeapi.ContainerState_CONTAINER_RUNNING)
 		c.exec(id)
 		loadCall(c, "ContainerStats", func(ctx context.Context) (*runtimeapi.ContainerStatsResponse, error) {
 			return c.rt.ContainerStats(ctx, &runtimeapi.ContainerStatsRequest{ContainerId: id})
@@ -192,9 +192,9 @@ func (c *loadClient) startContainer(pod string, podCfg *runtimeapi.PodSandboxCon
 	return created.ContainerId, err == nil
 }
 
-// checkContainer checks a container's state, and its exit code unless
-// wantExit is negative.
-func (c *loadClient) checkContainer(id string, want runtimeapi.ContainerState, wantExit int32) {
+// checkContainer checks a container's state, and its exit code if any
+// are given.
+func (c *loadClient) checkContainer(id string, want runtimeapi.ContainerState, wantExit ...int32) {
 	st, err := loadCall(c, "ContainerStatus", func(ctx context.Context) (*runtimeapi.ContainerStatusResponse, error) {
 		return c.rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
 	})
@@ -204,8 +204,8 @@ func (c *loadClient) checkContainer(id string, want runtimeapi.ContainerState, w
 	if got := st.GetStatus().GetState(); got != want {
 		c.env.rec.fail("container %s: state %s, want %s", id, got, want)
 	}
-	if got := st.GetStatus().GetExitCode(); wantExit >= 0 && got != wantExit {
-		c.env.rec.fail("container %s: exit code %d (%s), want %d", id, got, st.GetStatus().GetReason(), wantExit)
+	if got := st.GetStatus().GetExitCode(); len(wantExit) > 0 && !slices.Contains(wantExit, got) {
+		c.env.rec.fail("container %s: exit code %d (%s), want one of %v", id, got, st.GetStatus().GetReason(), wantExit)
 	}
 }
 
@@ -225,7 +225,11 @@ func (c *loadClient) stopAndRemoveContainer(id string) {
 	}); err != nil {
 		return
 	}
-	c.checkContainer(id, runtimeapi.ContainerState_CONTAINER_EXITED, 0)
+	// 0 from the trap, or 143 (128+SIGTERM), seen once in 954 stops of a
+	// 5-minute load: busybox sh's status of a "wait" cut short by the
+	// signal (its cause in sh not pinned down). Both are ended by the stop
+	// signal; 137, SIGKILL after the grace period, is not accepted.
+	c.checkContainer(id, runtimeapi.ContainerState_CONTAINER_EXITED, 0, 143)
 	loadCall(c, "RemoveContainer", func(ctx context.Context) (*runtimeapi.RemoveContainerResponse, error) {
 		return c.rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id})
 	})
