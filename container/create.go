@@ -141,6 +141,9 @@ func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runt
 		defer idm.close()
 		undo = append(undo, func() { unmountIDMapScratch(dir) })
 	}
+	if err := makeContainerDir(dir, idm); err != nil {
+		return nil, fmt.Errorf("container %s: %w", id, err)
+	}
 	if err := mountRootfs(id, img.LowerDirs, upper, rootfs, idm); err != nil {
 		return nil, err
 	}

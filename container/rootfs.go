@@ -47,6 +47,29 @@ func mountRootfs(id string, lower []string, upper, target string, idm *idmap) er
 	return nil
 }
 
+// makeContainerDir makes a container's state dir (rootfs mountpoint,
+// spec, image volumes) root's only: through a dir others may search, a
+// host user who learns the container's id (its cgroup path shows it)
+// could read and write the running container's files, e.g. plant files
+// in its /tmp. With idm (its own user namespace) the container's root is
+// an unprivileged host uid that reaches its rootfs and volumes by path
+// while runc sets them up: the dir is then searchable by that root's
+// host group, as containerd does with a bundle.
+func makeContainerDir(dir string, idm *idmap) error {
+	mode, gid := os.FileMode(0o700), 0
+	if idm != nil {
+		mode, gid = 0o710, int(idm.gid)
+	}
+	if err := os.MkdirAll(dir, mode); err != nil {
+		return err
+	}
+	if err := os.Chown(dir, 0, gid); err != nil {
+		return err
+	}
+	// MkdirAll leaves the mode of a dir that already exists alone.
+	return os.Chmod(dir, mode)
+}
+
 // unmountRootfs is idempotent: a target that is not mounted (or is gone)
 // is fine.
 func unmountRootfs(target string) error {

@@ -135,10 +135,20 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		names:    map[string]string{},
 		monitors: map[string]*podMonitor{},
 	}
-	for _, d := range []string{s.dir, s.upper, s.runc} {
+	for _, d := range []string{s.dir, s.runc} {
 		if err := os.MkdirAll(d, 0o711); err != nil {
 			return nil, fmt.Errorf("container: %w", err)
 		}
+	}
+	// The writable layers are the kernel's business (overlay reaches them
+	// as the mounter, root), and a host user who could search them could
+	// read and write every container's files: root's only, also when an
+	// older berth made the dir searchable.
+	if err := os.MkdirAll(s.upper, 0o700); err != nil {
+		return nil, fmt.Errorf("container: %w", err)
+	}
+	if err := os.Chmod(s.upper, 0o700); err != nil {
+		return nil, fmt.Errorf("container: %w", err)
 	}
 	var err error
 	// Containers do not survive a reboot: their records need no fsync

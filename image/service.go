@@ -170,8 +170,15 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		}
 		s.pinned[ref.String()] = true
 	}
-	if err := os.MkdirAll(s.layerDir, 0o711); err != nil {
+	// Root's only, also when an older berth made it searchable: the
+	// layers are shared by every container of an image, and their
+	// world-writable dirs (/tmp) would let any host user plant files in
+	// all of them. Overlay reaches them as the mounter, root.
+	if err := os.MkdirAll(s.layerDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create layer store: %w", err)
+	}
+	if err := os.Chmod(s.layerDir, 0o700); err != nil {
+		return nil, fmt.Errorf("layer store %s: %w", s.layerDir, err)
 	}
 	if s.content, err = newContentStore(filepath.Join(opts.Root, "content", "sha256")); err != nil {
 		return nil, err

@@ -3,6 +3,10 @@ package faults_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -51,6 +55,19 @@ func TestSecurityContainerCannotReachBerth(t *testing.T) {
 	x.empty("sockets anywhere in the container", `find / \( -path /proc -o -path /sys \) -prune -o -type s -print`)
 	x.empty("the other pod's secret anywhere", `find / \( -path /proc -o -path /sys -o -path /dev \) -prune -o -type f -exec grep -l `+secret+` {} + || true`)
 
+	// The other side: a host user who is not root cannot change what
+	// berth keeps, image layers and writable layers included, even
+	// knowing the paths (a container's id shows in its cgroup path).
+	t.Run("host users", func(t *testing.T) {
+		x := secExec{t: t, d: e.D, id: probe}
+		x.ok("write the container's /tmp", "touch /tmp/copied-up && echo ok")
+		for _, dir := range []string{e.D.State, e.D.Root} {
+			if found := secOthersReach(dir); len(found) > 0 {
+				t.Errorf("host users can write under %s: %v", dir, found)
+			}
+		}
+	})
+
 	t.Run("pid namespace", func(t *testing.T) {
 		x := secExec{t: t, d: e.D, id: probe}
 		hostPid, _ := os.Readlink("/proc/self/ns/pid")
@@ -70,6 +87,39 @@ func TestSecurityContainerCannotReachBerth(t *testing.T) {
 		}
 		if n := len(strings.Split(procs, "\n")); n > 6 {
 			t.Errorf("%d processes visible, want pause, sleep and the probe's own:\n%s", n, procs)
+		}
+	})
+
+	// The streaming server listens on the host's loopback only: a pod
+	// reaches the host through its gateway, where a server of the
+	// test's answers and berth's does not.
+	t.Run("streaming server", func(t *testing.T) {
+		x := secExec{t: t, d: e.D, id: probe}
+		resp, err := e.D.Runtime.Exec(framework.Ctx(t), &runtimeapi.ExecRequest{ContainerId: probe, Cmd: []string{"true"}, Stdout: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := url.Parse(resp.Url)
+		if err != nil || u.Hostname() != "127.0.0.1" {
+			t.Fatalf("streaming URL %q (%v): want the loopback default", resp.Url, err)
+		}
+		// host-local gives the bridge the subnet's first address.
+		gw := e.Net.Subnet.IP.To4()
+		if gw == nil {
+			t.Fatalf("test network %s is not IPv4", e.Net.Subnet)
+		}
+		gw = net.IPv4(gw[0], gw[1], gw[2], gw[3]+1).To4()
+		control := secServeOn(t, net.JoinHostPort(gw.String(), "0"), "control")
+		get := func(hostPort, path string) string {
+			h, p, _ := net.SplitHostPort(hostPort)
+			return fmt.Sprintf(`printf 'GET %s HTTP/1.0\r\n\r\n' | nc -w 10 %s %s`, path, h, p)
+		}
+		if got := x.ok("the test's server on the gateway", get(control, "/")); !strings.HasSuffix(got, "control") {
+			t.Fatalf("the test's server on %s answered %q", control, got)
+		}
+		r := x.run(get(net.JoinHostPort(gw.String(), u.Port()), u.RequestURI()))
+		if r.ExitCode == 0 || strings.Contains(string(r.Stdout), "HTTP/") {
+			t.Errorf("berth's streaming server (port %s) answered a pod on %s: exit %d %q %q", u.Port(), gw, r.ExitCode, r.Stdout, r.Stderr)
 		}
 	})
 
@@ -131,6 +181,20 @@ func TestSecurityContainerCannotReachBerth(t *testing.T) {
 		x.fails("remount / read-write", "mount -o remount,rw / || touch /written")
 		x.fails("write /etc/hosts", "echo 1.2.3.4 evil >> /etc/hosts")
 	})
+}
+
+// secServeOn serves body over HTTP on addr until the test ends and
+// returns the address it listens on.
+func secServeOn(t *testing.T, addr, body string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, body) })}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return l.Addr().String()
 }
 
 // secRootfs is the container's rootfs mountpoint on the host, from
