@@ -66,6 +66,11 @@ func TestSecurityContainerCannotReachBerth(t *testing.T) {
 				t.Errorf("host users can write under %s: %v", dir, found)
 			}
 		}
+		// What a container prints may be secret: its log is not for
+		// every host user to read (0640, as containerd's).
+		if mode, uid, _ := secOwner(t, hostPaths["another pod's log"]); mode.Perm()&0o007 != 0 || uid != 0 {
+			t.Errorf("%s is %s uid %d: others may read it", hostPaths["another pod's log"], mode, uid)
+		}
 	})
 
 	t.Run("pid namespace", func(t *testing.T) {
