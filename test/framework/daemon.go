@@ -151,6 +151,7 @@ func (d *Daemon) start() error {
 	d.proc, d.PID = p, cmd.Process.Pid
 
 	if err := d.waitReady(); err != nil {
+		d.dumpStacks()
 		return err
 	}
 	conn, err := grpc.NewClient("unix://"+d.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
