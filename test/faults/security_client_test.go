@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -55,14 +56,8 @@ func secOwner(t *testing.T, path string) (fs.FileMode, uint32, uint32) {
 // (their mode means nothing); subtrees others cannot enter are skipped.
 func secOthersReach(dir string) []string {
 	var found []string
-	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
-		fi, err := os.Stat(p)
-		if err != nil || fi.Mode().Perm()&0o001 == 0 {
-			return nil
-		}
-		if p == "/" {
-			break
-		}
+	if !secOthersSearch(filepath.Dir(dir)) {
+		return nil
 	}
 	filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {
 		if err != nil {
@@ -81,4 +76,46 @@ func secOthersReach(dir string) []string {
 		return nil
 	})
 	return found
+}
+
+// secOthersRead lists the regular files under dir that a host user who is
+// neither root nor in the file's group could read and that hold needle.
+func secOthersRead(dir, needle string) []string {
+	var found []string
+	if !secOthersSearch(filepath.Dir(dir)) {
+		return nil
+	}
+	filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		fi, err := de.Info()
+		if err != nil {
+			return nil
+		}
+		if de.IsDir() && fi.Mode().Perm()&0o001 == 0 {
+			return filepath.SkipDir
+		}
+		if fi.Mode().IsRegular() && fi.Mode().Perm()&0o004 != 0 {
+			if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), needle) {
+				found = append(found, p)
+			}
+		}
+		return nil
+	})
+	return found
+}
+
+// secOthersSearch reports whether others may search every dir from / to
+// dir.
+func secOthersSearch(dir string) bool {
+	for p := dir; ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil || fi.Mode().Perm()&0o001 == 0 {
+			return false
+		}
+		if p == "/" {
+			return true
+		}
+	}
 }
