@@ -17,7 +17,8 @@ func TestSecuritySocket(t *testing.T) {
 	framework.Crictl(t)
 
 	t.Run("default group root", func(t *testing.T) {
-		d := framework.StartDaemon(t)
+		// A socket dir berth makes itself, as /run/berth on a node.
+		d := framework.StartDaemon(t, framework.WithSocket(filepath.Join(framework.TempDir(t), "run", "berth.sock")))
 		secAssertSocket(t, d.Socket, 0)
 		for _, dir := range []string{d.State, d.Root, filepath.Dir(d.Socket)} {
 			mode, uid, _ := secOwner(t, dir)
