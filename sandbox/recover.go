@@ -59,10 +59,22 @@ func (m *Manager) recover(ctx context.Context) error {
 		}
 		p.cfg = cfg
 		if p.rec.State == StateCreating {
-			m.undoCrashed(ctx, p)
-			continue
+			if m.undoCrashed(ctx, p) || cfg == nil {
+				continue
+			}
+			// Not undone (a CNI DEL failed, say): kept, not ready, so
+			// that the kubelet sees it and its stop and remove retry
+			// the cleanup, instead of a record, an IP and a cgroup
+			// nobody knows of until the next restart. Undo went on past
+			// the failed step and forgot the pod: it is back.
+			p.pause, p.removed = nil, false
+			p.rec.State, p.rec.PausePid, p.rec.PauseStart = StateNotReady, 0, 0
+			if err := m.records.Put(id, &p.rec); err != nil {
+				m.log.Error("persist pod state", "pod", id, "error", err)
+			}
+		} else {
+			m.adoptPause(ctx, p)
 		}
-		m.adoptPause(ctx, p)
 		m.add(p)
 		m.names.restore(nameKey(cfg.GetMetadata()), id)
 	}
@@ -70,8 +82,9 @@ func (m *Manager) recover(ctx context.Context) error {
 	return nil
 }
 
-// undoCrashed releases a pod whose RunPodSandbox never finished.
-func (m *Manager) undoCrashed(ctx context.Context, p *pod) {
+// undoCrashed releases a pod whose RunPodSandbox never finished, and
+// reports whether all of it is gone.
+func (m *Manager) undoCrashed(ctx context.Context, p *pod) bool {
 	id := p.rec.ID
 	if p.rec.PausePid != 0 {
 		if proc, err := OpenProcess(p.rec.PausePid, p.rec.PauseStart, nil); err == nil {
@@ -81,13 +94,14 @@ func (m *Manager) undoCrashed(ctx context.Context, p *pod) {
 	cg, err := newPodCgroup(p.rec.CgroupPath)
 	if err != nil {
 		m.log.Error("half-made pod: bad cgroup path", "pod", id, "error", err)
-		return
+		return false
 	}
 	if err := m.undo(ctx, p, cg); err != nil {
-		m.log.Error("clean up half-made pod", "pod", id, "error", err)
-		return
+		m.log.Error("clean up half-made pod: kept, not ready, for the kubelet to remove", "pod", id, "error", err)
+		return false
 	}
 	m.log.Warn("cleaned up pod left half-made by a crash", "pod", id)
+	return true
 }
 
 // adoptPause re-attaches to a pod's pause through its runtime, or records

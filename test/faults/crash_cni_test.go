@@ -1,0 +1,94 @@
+package faults_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	fp "github.com/berth-runtime/berth/internal/faultpoint"
+	"github.com/berth-runtime/berth/test/framework"
+)
+
+// TestCrashRecoveryWhenCNIDelFails: berth dies inside RunPodSandbox after
+// CNI ADD, and when it comes back the network plugin refuses DEL for a
+// while, so recovery cannot undo the half-made pod. The pod must not be
+// forgotten with its IP, cgroup and record: once the plugin works again,
+// the kubelet's stop and remove of what berth lists leave the host as it
+// was.
+func TestCrashRecoveryWhenCNIDelFails(t *testing.T) {
+	e := framework.NewPodEnv(t, "berth-crashcni")
+	c := &crasher{t: t, e: e}
+	before := framework.SnapshotHost(t, e.Scope())
+
+	refuse := filepath.Join(t.TempDir(), "refuse-del")
+	binDir := flakyBridge(t, e, refuse)
+	e.D.Args = append(e.D.Args, "--cni-bin-dir", binDir)
+
+	marker := c.arm(fp.RunCNIAdded)
+	cfg := c.podConfig("cnidel")
+	if err := os.WriteFile(refuse, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Created before the crash: ADD does not look at it.
+	c.crash(marker, func(ctx context.Context) error {
+		_, err := e.D.Runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg})
+		return err
+	})
+
+	// DEL still fails: stopping what berth lists may fail, cleanly.
+	ctx := framework.Ctx(t)
+	pods, err := e.D.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		_, err := e.D.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.Id})
+		t.Logf("stop pod %s (%s) while DEL fails: %v", p.Id, p.State, err)
+	}
+
+	if err := os.Remove(refuse); err != nil {
+		t.Fatal(err)
+	}
+	c.removeAll()
+	framework.CheckHost(t, before)
+}
+
+// flakyBridge installs, in a bin dir of its own, a plugin that is the
+// bridge plugin except that DEL fails while the file refuse exists, and
+// makes e's network use it.
+func flakyBridge(t *testing.T, e *framework.PodEnv, refuse string) string {
+	t.Helper()
+	dir := t.TempDir()
+	script := fmt.Sprintf(`#!/bin/sh
+if [ "$CNI_COMMAND" = DEL ] && [ -e %q ]; then
+	echo '{"cniVersion":"1.0.0","code":999,"msg":"crash test: DEL refused"}'
+	exit 1
+fi
+exec %q
+`, refuse, filepath.Join(e.Net.BinDir, "bridge"))
+	if err := os.WriteFile(filepath.Join(dir, "flaky-bridge"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	n := e.Net
+	e.Net.WriteConf(t, "10-"+n.Name+".conflist", map[string]any{
+		"cniVersion": "1.0.0",
+		"name":       n.Name,
+		"plugins": []any{
+			map[string]any{
+				"type": "flaky-bridge", "bridge": n.Bridge, "isGateway": true, "ipMasq": true,
+				"ipam": map[string]any{
+					"type":    "host-local",
+					"ranges":  [][]map[string]string{{{"subnet": n.Subnet.String()}}},
+					"dataDir": n.DataDir,
+				},
+			},
+			map[string]any{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}},
+			map[string]any{"type": "loopback"},
+		},
+	})
+	return dir
+}
