@@ -82,6 +82,15 @@ func TestSecurityContainerCannotReachBerth(t *testing.T) {
 		if got := x.ok("pid 1", "tr '\\0' ' ' < /proc/1/cmdline"); !strings.Contains(got, "pause") {
 			t.Errorf("pid 1 is %q, want the pod's pause", got)
 		}
+		// pause comes from berth's monitor: what berth's environment
+		// holds (the test's BERTH_* here, a node's proxy credentials
+		// elsewhere) must not be read through it.
+		if env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", e.D.PID)); !strings.Contains(string(env), "BERTH_") {
+			t.Fatalf("berth's environment holds no BERTH_ variable: the check below proves nothing")
+		}
+		if r := x.run("tr '\\0' '\\n' < /proc/1/environ"); strings.Contains(string(r.Stdout), "BERTH_") {
+			t.Errorf("berth's environment readable through pause's /proc/1/environ:\n%s", r.Stdout)
+		}
 		// berth, its monitors and every process of the other pod name
 		// the daemon's temp dir or run sleep/pause of another pod: the
 		// probe's pod holds pause, its sleep and this shell, no more.
