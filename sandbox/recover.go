@@ -64,9 +64,9 @@ func (m *Manager) recover(ctx context.Context) error {
 			}
 			// Not undone (a CNI DEL failed, say): kept, not ready, so
 			// that the kubelet sees it and its stop and remove retry
-			// the cleanup, instead of a record, an IP and a cgroup
-			// nobody knows of until the next restart. Undo went on past
-			// the failed step and forgot the pod: it is back.
+			// the cleanup; forgotten, its IP would stay leased until
+			// the next restart. Undo went on past the failed step and
+			// dropped the pod: it is back.
 			p.pause, p.removed = nil, false
 			p.rec.State, p.rec.PausePid, p.rec.PauseStart = StateNotReady, 0, 0
 			if err := m.records.Put(id, &p.rec); err != nil {
