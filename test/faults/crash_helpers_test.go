@@ -2,9 +2,13 @@ package faults_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,7 +25,23 @@ import (
 type crasher struct {
 	t       *testing.T // the case's
 	e       *framework.PodEnv
-	variant string // of the pods: "" (pod network), "hostnet" or "userns"
+	variant string // of the pods: "" (pod network), "hostnet", "userns" or "pauseimage"
+	// args are the daemon's arguments before any variant's, nil to
+	// leave them alone.
+	args []string
+	// bystander is a pod with a running container that lives through
+	// every crash: running work keeps running.
+	bystander *crashBystander
+}
+
+type crashBystander struct {
+	pod, ctr string
+	pid      string // the container's, from its verbose status
+}
+
+// crashPauseImage is the infra image of the "pauseimage" variant's pods.
+func crashPauseImage(e *framework.PodEnv) string {
+	return strings.TrimSuffix(e.Image, "library/busybox:latest") + "pause:3.9"
 }
 
 // crashUserNS is the user namespace of the "userns" variant's pods.
@@ -39,6 +59,12 @@ type crashCall func(ctx context.Context) error
 func (c *crasher) arm(point string) string {
 	c.t.Helper()
 	marker := filepath.Join(c.t.TempDir(), "reached")
+	if c.args != nil {
+		c.e.D.Args = slices.Clone(c.args)
+		if c.variant == "pauseimage" {
+			c.e.D.Args = append(c.e.D.Args, "--pause-image", crashPauseImage(c.e))
+		}
+	}
 	c.e.D.SetEnv(faultpoint.EnvPoint+"="+point, faultpoint.EnvFile+"="+marker)
 	c.e.D.Restart()
 	return marker
@@ -97,6 +123,45 @@ func (c *crasher) serves() {
 	for _, ct := range ctrs.Containers {
 		c.t.Logf("after restart: container %s (%s) %s", ct.Id, ct.Metadata.GetName(), ct.State)
 	}
+	if b := c.bystander; b != nil {
+		if st := c.podState(b.pod); st != runtimeapi.PodSandboxState_SANDBOX_READY {
+			c.t.Errorf("the bystander pod %s is %s after the crash", b.pod, st)
+		}
+		if pid := c.ctrPid(b.ctr); pid != b.pid {
+			c.t.Errorf("the bystander container %s has pid %q after the crash, %q before", b.ctr, pid, b.pid)
+		}
+	}
+}
+
+// ctrPid is the pid a running container's verbose status reports, "" if
+// it does not run.
+func (c *crasher) ctrPid(id string) string {
+	c.t.Helper()
+	resp, err := c.e.D.Runtime.ContainerStatus(framework.Ctx(c.t), &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
+	if err != nil {
+		c.t.Fatalf("ContainerStatus %s: %v", id, err)
+	}
+	if resp.Status.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		return ""
+	}
+	var info struct {
+		Pid int `json:"pid"`
+	}
+	if err := json.Unmarshal([]byte(resp.Info["info"]), &info); err != nil || info.Pid <= 0 {
+		c.t.Fatalf("ContainerStatus %s: no pid in verbose info %q: %v", id, resp.Info["info"], err)
+	}
+	return strconv.Itoa(info.Pid)
+}
+
+// newBystander runs the pod that every case leaves alone.
+func (c *crasher) newBystander() *crashBystander {
+	c.t.Helper()
+	cfg := c.podConfig("bystander")
+	b := &crashBystander{pod: c.runPod(cfg)}
+	b.ctr = c.create(b.pod, cfg)
+	c.start(b.ctr)
+	b.pid = c.ctrPid(b.ctr)
+	return b
 }
 
 // clean accepts a retried call's outcome: success, or an error with a
@@ -209,6 +274,9 @@ func (c *crasher) removeAll() {
 		c.t.Fatalf("ListPodSandbox: %v", err)
 	}
 	for _, p := range pods.Items {
+		if c.bystander != nil && p.Id == c.bystander.pod {
+			continue
+		}
 		_, err := c.e.D.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.Id})
 		if err == nil {
 			_, err = c.e.D.Runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.Id})
@@ -222,7 +290,9 @@ func (c *crasher) removeAll() {
 		c.t.Fatalf("ListContainers: %v", err)
 	}
 	for _, ct := range ctrs.Containers {
-		c.t.Errorf("container %s (%s) still listed after its pod was removed", ct.Id, ct.State)
+		if c.bystander == nil || ct.PodSandboxId != c.bystander.pod {
+			c.t.Errorf("container %s (%s) still listed after its pod was removed", ct.Id, ct.State)
+		}
 	}
 }
 

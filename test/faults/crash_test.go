@@ -3,6 +3,9 @@ package faults_test
 import (
 	"cmp"
 	"context"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -36,18 +39,26 @@ type crashKind struct {
 // RunPodSandbox, CreateContainer, StartContainer, StopPodSandbox,
 // RemovePodSandbox, RemoveContainer, PullImage and RemoveImage
 // (internal/faultpoint), with pods of each kind (pod network, node
-// network, own user namespace). For each, after a
+// network, own user namespace, infra container from a pause image). For each, after a
 // restart: berth serves and lists sanely, the client's retry succeeds or
 // fails with a clean error, every pod can then be stopped and removed,
 // and the host holds exactly what it held before the case (no netns pin,
-// lease, mount, cgroup, veth, process or file left).
+// lease, mount, cgroup, veth, process or file left). A bystander pod runs
+// through all of it: its container keeps its process, its pod stays ready.
 func TestCrashAtFaultPoints(t *testing.T) {
 	e := framework.NewPodEnv(t, "berth-crash")
 	kinds := crashKinds(e)
+	bystander := (&crasher{t: t, e: e}).newBystander()
+	// Pulled once, before any snapshot: the pods of the "pauseimage"
+	// variant run their infra container from it.
+	if _, err := e.D.Image.PullImage(framework.Ctx(t), &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: crashPauseImage(e)}}); err != nil {
+		t.Fatalf("pull %s: %v", crashPauseImage(e), err)
+	}
+	args := slices.Clone(e.D.Args)
 	type crashCase struct{ point, variant string }
 	var cases []crashCase
 	for _, point := range fp.All() {
-		for _, variant := range []string{"", "hostnet", "userns"} {
+		for _, variant := range []string{"", "hostnet", "userns", "pauseimage"} {
 			if crashApplies(point, variant) {
 				cases = append(cases, crashCase{point, variant})
 			}
@@ -57,7 +68,7 @@ func TestCrashAtFaultPoints(t *testing.T) {
 		point := cc.point
 		kind := kinds[strings.SplitN(point, "/", 2)[0]]
 		t.Run(strings.ReplaceAll(point, "/", "_")+"_"+cmp.Or(cc.variant, "podnet"), func(t *testing.T) {
-			c := &crasher{t: t, e: e, variant: cc.variant}
+			c := &crasher{t: t, e: e, variant: cc.variant, bystander: bystander, args: args}
 			before := framework.SnapshotHost(t, e.Scope())
 			marker := c.arm(point)
 			f := &crashFixture{}
@@ -74,7 +85,7 @@ func TestCrashAtFaultPoints(t *testing.T) {
 			// The next case would start from this one's leftovers.
 			e.D.SetEnv()
 			e.D.Restart()
-			e.D.RemoveAllPods()
+			(&crasher{t: t, e: e, bystander: bystander}).removeAll()
 		}
 	}
 }
@@ -87,6 +98,11 @@ func crashApplies(point, variant string) bool {
 	}
 	if variant == "hostnet" {
 		return point != fp.RunNetNS && point != fp.RunCNIAdded && point != fp.StopBeforeCNIDel
+	}
+	// An infra container from an image is a path of its own through Run,
+	// Stop and Remove; it makes no difference to the containers' calls.
+	if variant == "pauseimage" {
+		return strings.HasPrefix(point, "RunPodSandbox/") || strings.HasPrefix(point, "StopPodSandbox/") || strings.HasPrefix(point, "RemovePodSandbox/")
 	}
 	return true
 }
@@ -130,6 +146,12 @@ func crashKinds(e *framework.PodEnv) map[string]crashKind {
 				}
 				if st := c.podState(resp.PodSandboxId); st != runtimeapi.PodSandboxState_SANDBOX_READY {
 					c.t.Fatalf("retried RunPodSandbox returned pod %s in state %s", resp.PodSandboxId, st)
+				}
+				// The variant is real: the infra container has a state
+				// dir of its own, under the pod's id.
+				infra := filepath.Join(c.e.D.State, "containers", resp.PodSandboxId)
+				if _, err := os.Stat(infra); (err == nil) != (c.variant == "pauseimage") {
+					c.t.Errorf("variant %q: infra container dir %s: %v", c.variant, infra, err)
 				}
 				// The pod is usable: a container runs in it.
 				ctr := c.create(resp.PodSandboxId, f.podCfg)
