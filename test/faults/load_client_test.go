@@ -47,7 +47,7 @@ type loadClient struct {
 func newLoadClient(env *loadEnv, id int) (*loadClient, error) {
 	conn, err := grpc.NewClient("unix://"+env.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		return nil, fmt.Errorf("loadClient %d: %w", id, err)
+		return nil, fmt.Errorf("client %d: %w", id, err)
 	}
 	return &loadClient{
 		env: env, id: id, conn: conn,
