@@ -56,10 +56,9 @@ func TestLoad(t *testing.T) {
 	t.Cleanup(func() { framework.RemoveCgroup(parent) })
 	metrics := framework.FreeTCPAddr(t)
 	// Info, not the framework's debug: a debug line per call of 50
-	// clients would make the log the load.
-	// A -race build of berth and of the monitors and pauses it starts
-	// (they inherit its environment) writes each report to a file here;
-	// other builds ignore GORACE.
+	// clients would make the log the load. A -race build of berth and of
+	// the monitors and pauses it starts (they inherit its environment)
+	// writes each report to a file in races; other builds ignore GORACE.
 	races := t.TempDir()
 	d := framework.StartDaemon(t, framework.WithArgs("--cni-conf-dir", n.ConfDir, "--cni-bin-dir", n.BinDir,
 		"--metrics-address", metrics, "--log-level", "info"), framework.WithEnv("GORACE=log_path="+races+"/race"))
@@ -153,7 +152,7 @@ func loadCloseClients(clients []*loadClient) {
 	}
 }
 
-// settle waits until the daemon has run a GC since the load ended and its
+// loadSettle waits until the daemon has run a GC since the load ended and its
 // goroutines and fds are within the margins of target (any zero target is
 // met at once), and returns its usage then. A daemon idles with next to
 // no allocation, so a GC can be an idle two minutes away; cheap list calls
