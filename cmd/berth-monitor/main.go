@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/opencontainers/runc/libcontainer"
@@ -28,6 +29,15 @@ func init() {
 	if len(os.Args) > 1 && os.Args[1] == "init" {
 		libcontainer.Init()
 	}
+	// The main goroutine keeps the main thread to itself for good, so no
+	// other goroutine ever runs there. libcontainer starts each container
+	// from a goroutine that locks its thread, joins the container's mount
+	// namespace and exits locked, for the runtime to end the thread; but
+	// Go cannot end the main thread, it parks it forever instead. Landing
+	// there (now and then) left the monitor's main thread in a container's
+	// mount namespace: the container's rootfs, and the disk space of its
+	// writable layer, stayed held after its removal until the pod ended.
+	runtime.LockOSThread()
 }
 
 // syncFD is where berth waits for "ok" (or an error) once the socket is

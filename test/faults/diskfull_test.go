@@ -2,7 +2,6 @@ package faults_test
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -105,6 +104,7 @@ func TestDiskFullContainerWrites(t *testing.T) {
 		}
 	}
 	checkStates("disk full")
+	checkMountNS(t, mon)
 
 	// A create on the full disk may fail; if it does, it says why and
 	// leaves nothing listed.
@@ -161,8 +161,7 @@ func TestDiskFullContainerWrites(t *testing.T) {
 	// let go of the killed container's mount namespace, a moment later.
 	for deadline := time.Now().Add(settle); diskFree(t, disk) < 20<<20; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			out, _ := exec.Command("du", "-a", "-x", disk).CombinedOutput()
-			t.Fatalf("only %d bytes free %s after the filler's removal; du:\n%s", diskFree(t, disk), settle, out)
+			t.Fatalf("only %d bytes free %s after the filler's removal (mount namespaces: monitor %s, host %s)", diskFree(t, disk), settle, mountNS(mon), mountNS(os.Getpid()))
 		}
 	}
 	after := e.Run(pod, cfg, "after", "echo disk is back", nil)

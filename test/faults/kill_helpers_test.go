@@ -244,3 +244,18 @@ func keys(m map[string]bool) []string {
 	}
 	return out
 }
+
+func mountNS(pid int) string {
+	ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid))
+	return ns
+}
+
+// checkMountNS fails unless the monitor's main thread is in the host's
+// mount namespace: one left in a container's keeps that container's
+// rootfs (and its writable layer's disk space) after its removal.
+func checkMountNS(t *testing.T, monitor int) {
+	t.Helper()
+	if got, want := mountNS(monitor), mountNS(os.Getpid()); got != want {
+		t.Errorf("monitor %d is in mount namespace %s, not the host's %s", monitor, got, want)
+	}
+}
