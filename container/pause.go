@@ -118,6 +118,11 @@ func (s *Service) AdoptPause(ctx context.Context, podID string, pid int, start u
 		return fmt.Errorf("pod %s: %w: %s", podID, ErrPauseGone, why)
 	}
 	ping, err := m.client.Call(ctx, &monitor.Request{Op: monitor.OpPing})
+	if ctx.Err() != nil {
+		// Alive but not answering (stopped, wedged): not a reason to
+		// kill its pause.
+		return fmt.Errorf("pod %s: its monitor does not answer: %w", podID, ctx.Err())
+	}
 	if err != nil {
 		return gone("its monitor is gone")
 	}

@@ -5,9 +5,16 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/berth-runtime/berth/container/monitor"
 )
+
+// monitorAnswerTimeout bounds each call to a monitor while berth starts:
+// one monitor that does not answer must not keep the whole node's runtime
+// from serving. A monitor answers in milliseconds; this is for a loaded
+// machine.
+const monitorAnswerTimeout = 5 * time.Second
 
 // recover rebuilds the index from the records of a previous run and
 // reconciles it with what still exists: exits recorded by the monitors
@@ -27,10 +34,12 @@ func (s *Service) recover(ctx context.Context) error {
 			// may already hold it, its init waiting for a start that
 			// will never come, and refuses to delete a live one.
 			s.log.Info("removing container whose create was interrupted", "container", id)
-			s.monitorDelete(ctx, s.existingMonitor(rec.PodID), id)
-			if err := s.release(ctx, rec); err != nil {
+			uctx, cancel := context.WithTimeout(ctx, 2*monitorAnswerTimeout)
+			s.monitorDelete(uctx, s.existingMonitor(rec.PodID), id)
+			if err := s.release(uctx, rec); err != nil {
 				s.log.Error("undo interrupted create", "container", id, "error", err)
 			}
+			cancel()
 			continue
 		}
 		cfg, err := decodeConfig(rec.Config)
@@ -56,8 +65,14 @@ func (s *Service) recover(ctx context.Context) error {
 			continue
 		}
 		mon := s.existingMonitor(rec.PodID)
-		resp, err := mon.client.Call(ctx, &monitor.Request{Op: monitor.OpStatus, ID: rec.ID})
+		sctx, cancel := context.WithTimeout(ctx, monitorAnswerTimeout)
+		resp, err := mon.client.Call(sctx, &monitor.Request{Op: monitor.OpStatus, ID: rec.ID})
+		cancel()
 		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			// Alive but not answering (stopped, wedged): the record
+			// stands, and the watcher learns the rest when it answers.
+			s.log.Warn("pod monitor does not answer: container state as recorded", "container", rec.ID, "pod", rec.PodID, "after", monitorAnswerTimeout)
 		case errors.Is(err, monitor.ErrUnreachable) || monitor.IsCode(err, monitor.CodeNotFound):
 			s.monitorGone(c)
 			continue

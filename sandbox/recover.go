@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -104,17 +105,34 @@ func (m *Manager) undoCrashed(ctx context.Context, p *pod) bool {
 	return true
 }
 
+// adoptTimeout bounds adopting one pod's pause while berth starts: one
+// pod's monitor that does not answer must not keep the node's runtime
+// from serving.
+const adoptTimeout = 5 * time.Second
+
 // adoptPause re-attaches to a pod's pause through its runtime, or records
 // its death.
 func (m *Manager) adoptPause(ctx context.Context, p *pod) {
 	if p.rec.PausePid == 0 {
 		return
 	}
-	proc, err := m.pause.Adopt(ctx, p.rec.ID, p.rec.PausePid, p.rec.PauseStart)
+	actx, cancel := context.WithTimeout(ctx, adoptTimeout)
+	proc, err := m.pause.Adopt(actx, p.rec.ID, p.rec.PausePid, p.rec.PauseStart)
+	cancel()
 	if err == nil {
 		p.pause = proc
 		go m.watch(p, proc)
 		return
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		// The pod's runtime (its monitor) does not answer, but pause may
+		// well run: watched directly, the pod stays as recorded.
+		if proc, perr := OpenProcess(p.rec.PausePid, p.rec.PauseStart, nil); perr == nil {
+			m.log.Warn("pause's runtime does not answer: pause watched directly", "pod", p.rec.ID, "pid", p.rec.PausePid, "after", adoptTimeout)
+			p.pause = proc
+			go m.watch(p, proc)
+			return
+		}
 	}
 	if !errors.Is(err, ErrProcessGone) {
 		m.log.Error("adopt pause", "pod", p.rec.ID, "pid", p.rec.PausePid, "error", err)
