@@ -3,6 +3,8 @@ package faults_test
 import (
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -70,12 +72,19 @@ func TestDiskFullContainerWrites(t *testing.T) {
 	done := e.Run(pod, cfg, "done", "echo bye", nil)
 	e.WaitExit(done, settle)
 	talker := e.Run(pod, cfg, "talker", "while :; do seq 1 200; sleep 1; done", nil)
-	filler := e.Run(pod, cfg, "filler", "dd if=/dev/zero of=/fill bs=64k; echo dd: $?; exec sleep 100000", nil)
+	quiet := e.Run(pod, cfg, "quiet", "exec sleep 100000", nil)
+	// Filled from an exec, so that the disk is full only once every
+	// container has started (a start whose record then cannot be written
+	// fails, though its container runs).
+	filler := e.Run(pod, cfg, "filler", "exec sleep 100000", nil)
 	mon := monitorOf(t, pod, pausePid(e, pod))
-	for deadline := time.Now().Add(settle); diskFree(t, disk) > 64<<10; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the filler did not fill the disk within %s: %d bytes free", settle, diskFree(t, disk))
-		}
+	fill, err := e.D.Runtime.ExecSync(framework.Ctx(t), &runtimeapi.ExecSyncRequest{ContainerId: filler, Timeout: 60,
+		Cmd: []string{"sh", "-c", "dd if=/dev/zero of=/fill bs=64k; echo dd: $?"}})
+	if err != nil || !strings.Contains(string(fill.GetStderr()), "No space left on device") {
+		t.Fatalf("dd in the filler: %v; stdout %q, stderr %q", err, fill.GetStdout(), fill.GetStderr())
+	}
+	if free := diskFree(t, disk); free > 64<<10 {
+		t.Fatalf("the filler's dd ended with %d bytes free", free)
 	}
 	t.Logf("disk full: %d bytes free", diskFree(t, disk))
 
@@ -83,6 +92,7 @@ func TestDiskFullContainerWrites(t *testing.T) {
 		keeper: runtimeapi.ContainerState_CONTAINER_RUNNING,
 		done:   runtimeapi.ContainerState_CONTAINER_EXITED,
 		talker: runtimeapi.ContainerState_CONTAINER_RUNNING,
+		quiet:  runtimeapi.ContainerState_CONTAINER_RUNNING,
 		filler: runtimeapi.ContainerState_CONTAINER_RUNNING,
 	}
 	checkStates := func(when string) {
@@ -123,19 +133,19 @@ func TestDiskFullContainerWrites(t *testing.T) {
 		}
 	}
 
-	// The talker is stopped and removed while the disk is full: its exit
+	// A container is stopped and removed while the disk is full: its exit
 	// must still be reported.
-	if _, err := e.D.Runtime.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: talker, Timeout: 5}); err != nil {
+	if _, err := e.D.Runtime.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: quiet, Timeout: 5}); err != nil {
 		t.Errorf("StopContainer on the full disk: %v", err)
 	}
-	if st := e.WaitExit(talker, settle); st.ExitCode != 137 && st.ExitCode != 143 {
-		t.Errorf("talker stopped on the full disk: exit %d (%s %s), want 137 or 143", st.ExitCode, st.Reason, st.Message)
+	if st := e.WaitExit(quiet, settle); st.ExitCode != 137 && st.ExitCode != 143 {
+		t.Errorf("quiet stopped on the full disk: exit %d (%s %s), want 137 or 143", st.ExitCode, st.Reason, st.Message)
 	}
-	if _, err := e.D.Runtime.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: talker}); err != nil {
+	if _, err := e.D.Runtime.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: quiet}); err != nil {
 		t.Errorf("RemoveContainer on the full disk: %v", err)
 	}
-	delete(want, talker)
-	checkStates("talker removed")
+	delete(want, quiet)
+	checkStates("quiet removed")
 
 	t.Logf("berth killed and restarted with %d bytes free", diskFree(t, disk))
 	e.D.Kill()
@@ -171,9 +181,51 @@ func TestDiskFullContainerWrites(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(logs, "after.log")); err != nil || !strings.Contains(string(b), "disk is back") {
 		t.Errorf("log once space is back: %q, %v", b, err)
 	}
+	checkLog(t, filepath.Join(logs, "talker.log"))
 	stopAndRemove(e, pod)
 	if bad := corruptRecords(t, disk); len(bad) > 0 {
 		t.Errorf("records moved aside as corrupt: %v", bad)
 	}
 	framework.CheckHost(t, before)
+}
+
+// checkLog waits for the talker (seq 1 200, once a second) to log again
+// now that the disk has room, and checks that every line of its log is a
+// whole CRI record: what a full disk cost is lines, never a torn record
+// (the kubelet would show a garbled line).
+func checkLog(t *testing.T, path string) {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatalf("talker's log: %v", err)
+	}
+	for deadline := time.Now().Add(settle); ; time.Sleep(100 * time.Millisecond) {
+		if now, err := os.Stat(path); err == nil && now.Size() > st.Size()+4096 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("talker's log %s did not grow within %s of the disk having room", path, settle)
+			return
+		}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	record := regexp.MustCompile(`^\S+ stdout F ([0-9]+)$`)
+	var bad []string
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	for _, line := range lines {
+		m := record.FindStringSubmatch(line)
+		if m == nil {
+			bad = append(bad, line)
+			continue
+		}
+		if n, err := strconv.Atoi(m[1]); err != nil || n < 1 || n > 200 {
+			bad = append(bad, line)
+		}
+	}
+	if len(bad) > 0 {
+		t.Errorf("talker's log: %d of %d lines are not whole records, e.g. %q", len(bad), len(lines), bad[0])
+	}
 }
