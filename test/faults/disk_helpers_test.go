@@ -9,7 +9,6 @@ import (
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/berth-runtime/berth/network/cnitest"
 	"github.com/berth-runtime/berth/test/framework"
 )
 
@@ -18,13 +17,8 @@ import (
 // that berth's own records are on. Nothing is pulled.
 func newDiskEnv(t *testing.T, prefix, size string) (*framework.PodEnv, string) {
 	t.Helper()
-	framework.RequireRoot(t)
-	reg := framework.TestRegistry(t)
-	e := &framework.PodEnv{T: t, Image: reg + "/library/busybox:latest", Parent: "/" + prefix + "-" + framework.RandHex(4)}
-	e.Net = cnitest.NewNet(t)
-	t.Cleanup(func() { framework.RemoveCgroup(e.Parent) })
-	d := framework.StartDaemon(t, framework.WithArgs("--cni-conf-dir", e.Net.ConfDir, "--cni-bin-dir", e.Net.BinDir))
-	e.D = d
+	e := newPodEnv(t, prefix)
+	d := e.D
 	// The daemon's dir is only known once it runs: stop it, put the tmpfs
 	// in its dir (so that its cleanup unmounts it) and start it there.
 	if err := d.Stop(); err != nil {

@@ -1,6 +1,7 @@
 package faults_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,9 +16,32 @@ import (
 // kept) reporting no pod and no container, with its images listed and
 // usable, and nothing of the old pods left in the persistent root: no
 // writable layer, no image lease, no IP lease. Then it does what the
-// kubelet asks next: a new pod, a new container.
+// kubelet asks next: a new pod, a new container. Pods have the built-in
+// pause, or one from pause_image (an infra container with a writable
+// layer and an image lease of its own).
 func TestReboot(t *testing.T) {
-	e := framework.NewPodEnv(t, "faults-reboot")
+	for _, pauseImage := range []bool{false, true} {
+		t.Run(map[bool]string{false: "builtin-pause", true: "pause-image"}[pauseImage], func(t *testing.T) {
+			var opts []framework.Option
+			images := []string{"busybox"}
+			if pauseImage {
+				// registry.k8s.io is sent to the test registry, which
+				// serves hack/mkimage's pause under that name.
+				opts = append(opts, framework.WithConfig(fmt.Sprintf("pause_image = %q\n[registries.\"registry.k8s.io\"]\nmirrors = [\"http://%s\"]\n",
+					"registry.k8s.io/pause:3.9", framework.TestRegistry(t))))
+				images = append(images, "pause")
+			}
+			e := newPodEnv(t, "faults-reboot", opts...)
+			pull(t, e.D, e.Image)
+			if pauseImage {
+				pull(t, e.D, "registry.k8s.io/pause:3.9")
+			}
+			testReboot(t, e, images)
+		})
+	}
+}
+
+func testReboot(t *testing.T, e *framework.PodEnv, images []string) {
 	n := e.Net
 	before := framework.SnapshotHost(t, e.Scope())
 	var old []string
@@ -29,10 +53,12 @@ func TestReboot(t *testing.T) {
 		e.WaitExit(done, settle)
 		old = append(old, done)
 	}
+	// Two containers a pod, and the infra container with a pause image.
+	want := 4 + 2*(len(images)-1)
 	layers := dirNames(t, filepath.Join(e.D.Root, "containers"))
 	leases := dirNames(t, filepath.Join(e.D.Root, "image", "leases"))
-	if len(layers) != 4 || len(leases) != 4 || len(n.Leases(t)) != 2 {
-		t.Fatalf("before the reboot: %d writable layers, %d image leases, %d IP leases; want 4, 4, 2", len(layers), len(leases), len(n.Leases(t)))
+	if len(layers) != want || len(leases) != want || len(n.Leases(t)) != 2 {
+		t.Fatalf("before the reboot: %d writable layers, %d image leases, %d IP leases; want %d, %d, 2", len(layers), len(leases), len(n.Leases(t)), want, want)
 	}
 
 	reboot(t, e)
@@ -61,12 +87,12 @@ func TestReboot(t *testing.T) {
 	if left := n.Leases(t); len(left) != 0 {
 		t.Errorf("IP leases of pods from before the reboot left: %v", left)
 	}
-	img, err := e.D.Image.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: e.Image}})
-	if err != nil || img.Image == nil {
-		t.Fatalf("ImageStatus %s after a reboot: %v, %v; want it kept", e.Image, img, err)
+	listedImages, err := e.D.Image.ListImages(ctx, &runtimeapi.ListImagesRequest{})
+	if err != nil || len(listedImages.Images) != len(images) {
+		t.Fatalf("ListImages after a reboot: %v (%v), want %v", listedImages.GetImages(), err, images)
 	}
 
-	// What the kubelet does next: the pod again, from the image on disk.
+	// What the kubelet does next: the pod again, from the images on disk.
 	pod, cfg := runPod(e, "web", nil)
 	id := e.Run(pod, cfg, "main", "echo back after the reboot", nil)
 	if st := e.WaitExit(id, settle); st.ExitCode != 0 {
@@ -79,13 +105,15 @@ func TestReboot(t *testing.T) {
 	stopAndRemove(e, pod)
 	framework.CheckHost(t, before)
 
-	// No lease of the old containers holds the image's layers: removing
-	// it empties the layer store.
-	if _, err := e.D.Image.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: img.Image.Id}}); err != nil {
-		t.Fatalf("RemoveImage after the reboot: %v", err)
+	// No lease of the old containers holds the images' layers: removing
+	// them empties the layer store.
+	for _, img := range listedImages.Images {
+		if _, err := e.D.Image.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: img.Id}}); err != nil {
+			t.Fatalf("RemoveImage %s after the reboot: %v", img.RepoTags, err)
+		}
 	}
 	if left := dirNames(t, filepath.Join(e.D.Root, "image", "layers")); len(left) != 0 {
-		t.Errorf("layers left after removing the only image: %v", left)
+		t.Errorf("layers left after removing every image: %v", left)
 	}
 }
 
