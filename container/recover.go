@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/berth-runtime/berth/container/monitor"
+	"github.com/berth-runtime/berth/internal/faultpoint"
 )
 
 // monitorAnswerTimeout bounds each call to a monitor while berth starts:
@@ -36,6 +37,7 @@ func (s *Service) recover(ctx context.Context) error {
 			s.log.Info("removing container whose create was interrupted", "container", id)
 			uctx, cancel := context.WithTimeout(ctx, 2*monitorAnswerTimeout)
 			s.monitorDelete(uctx, s.existingMonitor(rec.PodID), id)
+			s.opts.Faults.Hit(faultpoint.RecoverCtrKilled, id)
 			if err := s.release(uctx, rec); err != nil {
 				s.log.Error("undo interrupted create", "container", id, "error", err)
 			}

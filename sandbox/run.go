@@ -258,6 +258,7 @@ func (m *Manager) undo(ctx context.Context, p *pod, cg *podCgroup) error {
 	if err := m.release(ctx, p); err != nil {
 		errs = append(errs, err)
 	}
+	m.opts.Faults.Hit(faultpoint.RecoverPodReleased, p.rec.ID)
 	if err := m.purge(ctx, p, cg); err != nil {
 		errs = append(errs, err)
 	}

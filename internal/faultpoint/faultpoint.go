@@ -82,6 +82,11 @@ const (
 
 	RemoveCtrMonitor  = "RemoveContainer/monitor-deleted" // gone from its monitor, rootfs and record still there
 	RemoveImageRecord = "RemoveImage/record-deleted"      // the record is gone, layers and blobs not yet
+
+	// Steps of the recovery at start-up, for a second crash while berth
+	// undoes what the first one left (not in All: they need a first).
+	RecoverPodReleased = "Recover/pod-released"     // a half-made pod's network and pause released, not purged
+	RecoverCtrKilled   = "Recover/container-killed" // a half-made container killed in its monitor, not released
 )
 
 // All lists every step, for tests that go through them (a func, not a

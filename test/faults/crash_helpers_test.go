@@ -74,6 +74,16 @@ func (c *crasher) arm(point string) string {
 // it there and starts it again unarmed.
 func (c *crasher) crash(marker string, call crashCall) {
 	c.t.Helper()
+	c.hang(marker, call)
+	c.e.D.SetEnv()
+	c.e.D.Restart()
+	c.serves()
+}
+
+// hang issues call, waits until berth hangs at the armed point and
+// SIGKILLs it there.
+func (c *crasher) hang(marker string, call crashCall) {
+	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	done := make(chan error, 1)
@@ -96,6 +106,31 @@ func (c *crasher) crash(marker string, call crashCall) {
 	c.e.D.Kill()
 	// The call dies with the connection; its error says nothing.
 	<-done
+}
+
+// crashInRecovery starts the killed berth again armed at point, a step
+// of its recovery, SIGKILLs it there, and starts it again unarmed.
+func (c *crasher) crashInRecovery(point string) {
+	c.t.Helper()
+	marker := filepath.Join(c.t.TempDir(), "reached-in-recovery")
+	c.e.D.SetEnv(faultpoint.EnvPoint+"="+point, faultpoint.EnvFile+"="+marker)
+	c.e.D.Launch()
+	deadline := time.Now().Add(settle)
+	for {
+		if _, err := os.Stat(marker); err == nil {
+			break
+		}
+		if !c.e.D.Running() {
+			c.t.Fatalf("berth exited during its recovery before reaching %s", point)
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("berth's recovery did not reach %s within %s", point, settle)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.e.D.Kill()
+	what, _ := os.ReadFile(marker)
+	c.t.Logf("killed in recovery at %s", strings.TrimSpace(string(what)))
 	c.e.D.SetEnv()
 	c.e.D.Restart()
 	c.serves()

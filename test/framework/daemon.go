@@ -132,6 +132,25 @@ func cmpOr(a, b string) string {
 }
 
 func (d *Daemon) start() error {
+	if err := d.spawn(); err != nil {
+		return err
+	}
+	if err := d.waitReady(); err != nil {
+		d.dumpStacks()
+		return err
+	}
+	conn, err := grpc.NewClient("unix://"+d.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	d.Conn = conn
+	d.Runtime = runtimeapi.NewRuntimeServiceClient(conn)
+	d.Image = runtimeapi.NewImageServiceClient(conn)
+	return nil
+}
+
+// spawn starts the daemon process, without waiting for it to serve.
+func (d *Daemon) spawn() error {
 	log, err := os.OpenFile(d.LogPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -149,18 +168,6 @@ func (d *Daemon) start() error {
 		close(p.done)
 	}()
 	d.proc, d.PID = p, cmd.Process.Pid
-
-	if err := d.waitReady(); err != nil {
-		d.dumpStacks()
-		return err
-	}
-	conn, err := grpc.NewClient("unix://"+d.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return err
-	}
-	d.Conn = conn
-	d.Runtime = runtimeapi.NewRuntimeServiceClient(conn)
-	d.Image = runtimeapi.NewImageServiceClient(conn)
 	return nil
 }
 

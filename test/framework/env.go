@@ -23,3 +23,16 @@ func (d *Daemon) dumpStacks() {
 	case <-time.After(5 * time.Second):
 	}
 }
+
+// Launch starts a daemon that is not running again, without waiting for
+// it to serve: a crash test kills it during its start-up, at a fault
+// point of its recovery. Kill, Restart and cleanup work on it as usual.
+func (d *Daemon) Launch() {
+	d.t.Helper()
+	if d.Running() {
+		d.t.Fatal("Launch: berth is still running")
+	}
+	if err := d.spawn(); err != nil {
+		d.t.Fatalf("launch berth: %v", err)
+	}
+}
