@@ -145,7 +145,10 @@ func (s *Service) start(ctx context.Context, c *ctr) error {
 	rec = c.rec
 	c.mu.Unlock()
 	if err := s.records.Put(rec.ID, &rec); err != nil {
-		return fmt.Errorf("container %s: %w", rec.ID, err)
+		// The container runs whatever the disk (full, say) lets berth
+		// write: an error would tell the kubelet it does not. A restart
+		// learns the state from the monitor (recover.go).
+		s.log.Error("record container start", "container", rec.ID, "error", err)
 	}
 	s.publish(runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT, &rec)
 	if stopped {
@@ -204,6 +207,7 @@ func (s *Service) stop(ctx context.Context, c *ctr, timeout time.Duration) error
 		if err := signal(sig); err != nil {
 			return err
 		}
+		s.opts.Faults.Hit(faultpoint.StopCtrSignalled, rec.ID)
 		t := time.NewTimer(timeout)
 		defer t.Stop()
 		select {

@@ -80,6 +80,7 @@ const (
 	PullLayersCommitted = "PullImage/layers-committed" // every layer is in the store, the image is not
 	PullContentStored   = "PullImage/content-stored"   // manifest and config stored, no image record or tag
 
+	StopCtrSignalled  = "StopContainer/signalled"         // the stop signal sent, the grace period running
 	RemoveCtrMonitor  = "RemoveContainer/monitor-deleted" // gone from its monitor, rootfs and record still there
 	RemoveImageRecord = "RemoveImage/record-deleted"      // the record is gone, layers and blobs not yet
 
@@ -99,6 +100,6 @@ func All() []string {
 		StopContainers, StopBeforeCNIDel, StopCNIDeleted,
 		RemoveContainers, RemoveFiles,
 		PullLayerUnpacked, PullLayersCommitted, PullContentStored,
-		RemoveCtrMonitor, RemoveImageRecord,
+		StopCtrSignalled, RemoveCtrMonitor, RemoveImageRecord,
 	}
 }

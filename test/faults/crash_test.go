@@ -37,7 +37,7 @@ type crashKind struct {
 
 // TestCrashAtFaultPoints SIGKILLs berth at every named step of
 // RunPodSandbox, CreateContainer, StartContainer, StopPodSandbox,
-// RemovePodSandbox, RemoveContainer, PullImage and RemoveImage
+// RemovePodSandbox, StopContainer, RemoveContainer, PullImage and RemoveImage
 // (internal/faultpoint), with pods of each kind (pod network, node
 // network, own user namespace, infra container from a pause image). For each, after a
 // restart: berth serves and lists sanely, the client's retry succeeds or
@@ -251,6 +251,29 @@ func crashKinds(e *framework.PodEnv) map[string]crashKind {
 					if p.Id == f.pod {
 						c.t.Errorf("pod %s still listed (%s) after a retried remove", f.pod, p.State)
 					}
+				}
+			},
+		},
+		"StopContainer": {
+			setup: withRunning,
+			call: func(c *crasher, f *crashFixture) crashCall {
+				return func(ctx context.Context) error {
+					_, err := c.e.D.Runtime.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: f.ctr, Timeout: 60})
+					return err
+				}
+			},
+			retry: func(c *crasher, f *crashFixture) {
+				if _, err := c.e.D.Runtime.StopContainer(framework.Ctx(c.t), &runtimeapi.StopContainerRequest{ContainerId: f.ctr, Timeout: 1}); err != nil {
+					c.t.Fatalf("retried StopContainer: %v", err)
+				}
+				resp, err := c.e.D.Runtime.ContainerStatus(framework.Ctx(c.t), &runtimeapi.ContainerStatusRequest{ContainerId: f.ctr})
+				if err != nil {
+					c.t.Fatal(err)
+				}
+				// Ended by the first call's SIGTERM or the retry's SIGKILL,
+				// and reported so.
+				if st := resp.Status; st.State != runtimeapi.ContainerState_CONTAINER_EXITED || (st.ExitCode != 143 && st.ExitCode != 137) {
+					c.t.Errorf("container %s after a retried stop: %s, exit code %d (want exited by SIGTERM or SIGKILL)", f.ctr, st.State, st.ExitCode)
 				}
 			},
 		},
