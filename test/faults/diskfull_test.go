@@ -73,6 +73,14 @@ func TestDiskFullContainerWrites(t *testing.T) {
 	e.WaitExit(done, settle)
 	talker := e.Run(pod, cfg, "talker", "while :; do seq 1 200; sleep 1; done", nil)
 	quiet := e.Run(pod, cfg, "quiet", "exec sleep 100000", nil)
+	// Created now, started once the disk is full.
+	pending, err := e.D.Runtime.CreateContainer(framework.Ctx(t), &runtimeapi.CreateContainerRequest{PodSandboxId: pod, SandboxConfig: cfg, Config: &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "pending"}, Image: &runtimeapi.ImageSpec{Image: e.Image},
+		Command: []string{"sleep", "100000"}, LogPath: "pending.log",
+	}})
+	if err != nil {
+		t.Fatalf("CreateContainer pending: %v", err)
+	}
 	// Filled from an exec, so that the disk is full only once every
 	// container has started (a start whose record then cannot be written
 	// fails, though its container runs).
@@ -89,11 +97,12 @@ func TestDiskFullContainerWrites(t *testing.T) {
 	t.Logf("disk full: %d bytes free", diskFree(t, disk))
 
 	want := map[string]runtimeapi.ContainerState{
-		keeper: runtimeapi.ContainerState_CONTAINER_RUNNING,
-		done:   runtimeapi.ContainerState_CONTAINER_EXITED,
-		talker: runtimeapi.ContainerState_CONTAINER_RUNNING,
-		quiet:  runtimeapi.ContainerState_CONTAINER_RUNNING,
-		filler: runtimeapi.ContainerState_CONTAINER_RUNNING,
+		keeper:              runtimeapi.ContainerState_CONTAINER_RUNNING,
+		done:                runtimeapi.ContainerState_CONTAINER_EXITED,
+		talker:              runtimeapi.ContainerState_CONTAINER_RUNNING,
+		quiet:               runtimeapi.ContainerState_CONTAINER_RUNNING,
+		pending.ContainerId: runtimeapi.ContainerState_CONTAINER_CREATED,
+		filler:              runtimeapi.ContainerState_CONTAINER_RUNNING,
 	}
 	checkStates := func(when string) {
 		t.Helper()
@@ -132,6 +141,16 @@ func TestDiskFullContainerWrites(t *testing.T) {
 			t.Errorf("CreateContainer on a full disk: %v; want ResourceExhausted, the reason named", err)
 		}
 	}
+
+	// A start on the full disk starts the container, though berth cannot
+	// write it down: the call says so, and so does the status.
+	if _, err := e.D.Runtime.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: pending.ContainerId}); err != nil {
+		t.Errorf("StartContainer on the full disk: %v", err)
+	}
+	if st := containerState(e, pending.ContainerId); st.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		t.Errorf("container started on the full disk is %s", st.State)
+	}
+	want[pending.ContainerId] = runtimeapi.ContainerState_CONTAINER_RUNNING
 
 	// A container is stopped and removed while the disk is full: its exit
 	// must still be reported.
