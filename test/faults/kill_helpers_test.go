@@ -259,3 +259,27 @@ func checkMountNS(t *testing.T, monitor int) {
 		t.Errorf("monitor %d is in mount namespace %s, not the host's %s", monitor, got, want)
 	}
 }
+
+// waitExecRunning waits until a process other than the container's own
+// runs beside it in its cgroup: an exec has started.
+func waitExecRunning(t *testing.T, ctrPid int) {
+	t.Helper()
+	cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", ctrPid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var path string
+	for _, line := range strings.Split(string(cg), "\n") {
+		if f := strings.SplitN(line, ":", 3); len(f) == 3 && f[1] == "pids" {
+			path = "/sys/fs/cgroup/pids" + f[2] + "/cgroup.procs"
+		}
+	}
+	for deadline := time.Now().Add(settle); ; time.Sleep(20 * time.Millisecond) {
+		if procs, err := os.ReadFile(path); err == nil && len(strings.Fields(string(procs))) > 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no exec in the container's cgroup %s after %s", path, settle)
+		}
+	}
+}

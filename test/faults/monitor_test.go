@@ -1,8 +1,10 @@
 package faults_test
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -106,9 +108,28 @@ func TestKillMonitor(t *testing.T) {
 			before := framework.SnapshotHost(t, e.Scope())
 			stops := watchStops(e)
 			p := startPod(e, "monkill", runtimeapi.NamespaceMode_CONTAINER)
+			// An exec with no timeout is running when the monitor dies:
+			// it must end, not wait forever.
+			execDone := make(chan error, 1)
+			if order == "berth-up" {
+				go func() {
+					_, err := e.D.Runtime.ExecSync(context.Background(), &runtimeapi.ExecSyncRequest{ContainerId: p.ctrs[0], Cmd: []string{"sleep", "100000"}})
+					execDone <- err
+				}()
+				waitExecRunning(t, p.pids[0])
+			}
 			switch order {
 			case "berth-up":
 				kill(t, p.monitor, "monitor")
+				select {
+				case err := <-execDone:
+					t.Logf("ExecSync when the monitor died: %v", err)
+					if err == nil {
+						t.Error("ExecSync of a sleep succeeded although the monitor died")
+					}
+				case <-time.After(settle):
+					t.Errorf("ExecSync still running %s after the monitor died", settle)
+				}
 			case "then-berth":
 				kill(t, p.monitor, "monitor")
 				e.D.Kill()
