@@ -210,7 +210,9 @@ func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runt
 		return nil, fmt.Errorf("container %s: %w", id, err)
 	}
 	undo = append(undo, func() { s.monitorDelete(cleanup, mon, id) })
-	if !sandbox {
+	if sandbox {
+		s.opts.Faults.Hit(faultpoint.RunInfraCreated, id)
+	} else {
 		s.opts.Faults.Hit(faultpoint.CreateMonitor, id)
 	}
 	rec.Pid = resp.Pid

@@ -30,6 +30,17 @@ func (s *Service) recover(ctx context.Context) error {
 		s.log.Error("unreadable container record moved aside", "container", c.ID, "path", c.Path, "error", c.Err)
 	}
 	for id, rec := range recs {
+		if rec.State == StateCreating && rec.Sandbox {
+			// A pod's infra container, cut off in RunPodSandbox: the
+			// pod's recovery undoes the pod, whose RemovePod releases
+			// it once the pod's processes are gone. Before that its
+			// cgroup, the pod's, is busy.
+			cfg, _ := decodeConfig(rec.Config)
+			c := &ctr{rec: *rec, cfg: cfg, exited: make(chan struct{})}
+			close(c.exited)
+			s.ctrs[id] = c
+			continue
+		}
 		if rec.State == StateCreating {
 			// Berth died inside CreateContainer: undo it. The monitor
 			// may already hold it, its init waiting for a start that

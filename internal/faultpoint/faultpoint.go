@@ -61,6 +61,7 @@ const (
 	RunRecorded     = "RunPodSandbox/recorded"      // the Creating record is written
 	RunNetNS        = "RunPodSandbox/netns"         // the netns is pinned, no CNI ADD yet
 	RunCNIAdded     = "RunPodSandbox/cni-added"     // CNI ADD done; pause may be starting
+	RunInfraCreated = "RunPodSandbox/infra-created" // a pause image's infra container made, its record Creating
 	RunPauseStarted = "RunPodSandbox/pause-started" // pause runs, the record still says Creating
 	RunReady        = "RunPodSandbox/ready"         // the Ready record is written, not yet answered
 
@@ -94,7 +95,7 @@ const (
 // var: the package keeps no mutable state).
 func All() []string {
 	return []string{
-		RunRecorded, RunNetNS, RunCNIAdded, RunPauseStarted, RunReady,
+		RunRecorded, RunNetNS, RunCNIAdded, RunInfraCreated, RunPauseStarted, RunReady,
 		CreateRecorded, CreateRootfs, CreateMonitor, CreateReturning,
 		StartBefore, StartStarted,
 		StopContainers, StopBeforeCNIDel, StopCNIDeleted,

@@ -96,6 +96,9 @@ func crashApplies(point, variant string) bool {
 	if strings.HasPrefix(point, "PullImage/") || strings.HasPrefix(point, "RemoveImage/") {
 		return variant == ""
 	}
+	if point == fp.RunInfraCreated {
+		return variant == "pauseimage"
+	}
 	if variant == "hostnet" {
 		return point != fp.RunNetNS && point != fp.RunCNIAdded && point != fp.StopBeforeCNIDel
 	}
