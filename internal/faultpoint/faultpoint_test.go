@@ -1,0 +1,66 @@
+package faultpoint
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestUnarmedDoesNothing(t *testing.T) {
+	t.Setenv(EnvPoint, "")
+	p := FromEnv(slog.Default())
+	if p != nil {
+		t.Fatalf("FromEnv with no point set = %+v, want nil", p)
+	}
+	p.Hit(RunRecorded, "pod") // must return
+}
+
+func TestArmedHangsAtItsStepOnly(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "reached")
+	t.Setenv(EnvPoint, CreateRootfs)
+	t.Setenv(EnvFile, marker)
+	p := FromEnv(slog.Default())
+
+	p.Hit(CreateRecorded, "c1") // another step: returns
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("a step that is not armed created the marker")
+	}
+
+	returned := make(chan struct{})
+	go func() {
+		p.Hit(CreateRootfs, "c1")
+		close(returned)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(marker)
+		if err == nil {
+			if got := string(b); !strings.Contains(got, CreateRootfs) || !strings.Contains(got, "c1") {
+				t.Errorf("marker holds %q, want the step and the object", got)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the armed step did not create the marker")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case <-returned:
+		t.Fatal("Hit returned at the armed step")
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+func TestAllNamesAreDistinct(t *testing.T) {
+	seen := map[string]bool{}
+	for _, n := range All() {
+		if seen[n] || !strings.Contains(n, "/") {
+			t.Errorf("step %q: duplicate or not <call>/<step>", n)
+		}
+		seen[n] = true
+	}
+}
