@@ -22,7 +22,7 @@ import (
 func TestCrashRecoveryWhenCNIDelFails(t *testing.T) {
 	e := framework.NewPodEnv(t, "berth-crashcni")
 	c := &crasher{t: t, e: e}
-	before := framework.SnapshotHost(t, e.Scope())
+	before := framework.SnapshotHost(t, crashScope(e))
 
 	refuse := filepath.Join(t.TempDir(), "refuse-del")
 	binDir := flakyBridge(t, e, refuse)

@@ -20,7 +20,7 @@ import (
 func TestRestartWithFrozenMonitor(t *testing.T) {
 	e := framework.NewPodEnv(t, "berth-frozen")
 	c := &crasher{t: t, e: e}
-	before := framework.SnapshotHost(t, e.Scope())
+	before := framework.SnapshotHost(t, crashScope(e))
 	healthy := c.newBystander()
 	frozen := c.newBystander()
 

@@ -377,3 +377,12 @@ func (c *crasher) podsNamed(md *runtimeapi.PodSandboxMetadata) []string {
 	}
 	return ids
 }
+
+// crashScope is what the crash tests check on the host: the pod env's
+// scope and its network's NAT rules, which a pod whose CNI DEL never ran
+// would leave.
+func crashScope(e *framework.PodEnv) framework.HostScope {
+	s := e.Scope()
+	s.NAT = true
+	return s
+}

@@ -15,12 +15,12 @@ import (
 // tests rely on, and once it is removed the host is as before.
 func TestHostStateSeesAPod(t *testing.T) {
 	e := framework.NewPodEnv(t, "berth-hoststate")
-	before := framework.SnapshotHost(t, e.Scope())
+	before := framework.SnapshotHost(t, crashScope(e))
 
 	pod, cfg := e.RunPod("hs")
 	e.Run(pod, cfg, "c", "sleep 1000", nil)
 	start := time.Now()
-	during := framework.SnapshotHost(t, e.Scope())
+	during := framework.SnapshotHost(t, crashScope(e))
 	t.Logf("snapshot of %d items took %s", len(during.Items), time.Since(start))
 
 	diff := strings.Join(before.Diff(during), "\n")
@@ -31,6 +31,7 @@ func TestHostStateSeesAPod(t *testing.T) {
 		"leaked: cgroup /sys/fs/cgroup/memory" + e.Parent + "/" + pod,
 		"leaked: cgroup /sys/fs/cgroup/unified" + e.Parent + "/" + pod,
 		"leaked: veth " + e.Net.Bridge + "/veth",
+		"leaked: iptables -A POSTROUTING -s ",
 		"leaked: process ",
 		"leaked: mount " + e.D.State,
 	} {

@@ -26,7 +26,7 @@ func TestCrashDuringRecovery(t *testing.T) {
 		name := strings.ReplaceAll(tc.first+"_then_"+tc.second, "/", "_")
 		t.Run(name, func(t *testing.T) {
 			c := &crasher{t: t, e: e}
-			before := framework.SnapshotHost(t, e.Scope())
+			before := framework.SnapshotHost(t, crashScope(e))
 			marker := c.arm(tc.first)
 			podCfg := c.podConfig("rec")
 			var call crashCall

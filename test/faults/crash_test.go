@@ -69,7 +69,7 @@ func TestCrashAtFaultPoints(t *testing.T) {
 		kind := kinds[strings.SplitN(point, "/", 2)[0]]
 		t.Run(strings.ReplaceAll(point, "/", "_")+"_"+cmp.Or(cc.variant, "podnet"), func(t *testing.T) {
 			c := &crasher{t: t, e: e, variant: cc.variant, bystander: bystander, args: args}
-			before := framework.SnapshotHost(t, e.Scope())
+			before := framework.SnapshotHost(t, crashScope(e))
 			marker := c.arm(point)
 			f := &crashFixture{}
 			if kind.setup != nil {
