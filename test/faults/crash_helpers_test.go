@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -233,6 +234,11 @@ func (c *crasher) podConfig(name string) *runtimeapi.PodSandboxConfig {
 		cfg.Linux.SecurityContext.NamespaceOptions.Network = runtimeapi.NamespaceMode_NODE
 	case "userns":
 		cfg.Linux.SecurityContext.NamespaceOptions.UsernsOptions = crashUserNS()
+	case "":
+		// A host port: portmap's DNAT rules must go with the pod too.
+		_, port, _ := net.SplitHostPort(framework.FreeTCPAddr(c.t))
+		p, _ := strconv.Atoi(port)
+		cfg.PortMappings = []*runtimeapi.PortMapping{{ContainerPort: 80, HostPort: int32(p), HostIp: "127.0.0.1"}}
 	}
 	return cfg
 }

@@ -17,8 +17,10 @@ func TestHostStateSeesAPod(t *testing.T) {
 	e := framework.NewPodEnv(t, "berth-hoststate")
 	before := framework.SnapshotHost(t, crashScope(e))
 
-	pod, cfg := e.RunPod("hs")
-	e.Run(pod, cfg, "c", "sleep 1000", nil)
+	c := &crasher{t: t, e: e}
+	cfg := c.podConfig("hs") // with a host port
+	pod := c.runPod(cfg)
+	c.start(c.create(pod, cfg))
 	start := time.Now()
 	during := framework.SnapshotHost(t, crashScope(e))
 	t.Logf("snapshot of %d items took %s", len(during.Items), time.Since(start))
@@ -32,6 +34,7 @@ func TestHostStateSeesAPod(t *testing.T) {
 		"leaked: cgroup /sys/fs/cgroup/unified" + e.Parent + "/" + pod,
 		"leaked: veth " + e.Net.Bridge + "/veth",
 		"leaked: iptables -A POSTROUTING -s ",
+		"leaked: iptables -A CNI-HOSTPORT-DNAT ",
 		"leaked: process ",
 		"leaked: mount " + e.D.State,
 	} {
