@@ -87,6 +87,9 @@ func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runt
 		return nil, fmt.Errorf("container %s: image %s: %w", id, cfg.GetImage().GetImage(), err)
 	}
 	undo = append(undo, func() { s.opts.Images.Release(cleanup, id) })
+	if !sandbox {
+		s.opts.Faults.Hit(faultpoint.CreateLeased, id)
+	}
 	imgCfg, err := parseImageConfig(img.Config)
 	if err != nil {
 		return nil, fmt.Errorf("container %s: %w", id, err)

@@ -72,6 +72,7 @@ func (m *Manager) purge(ctx context.Context, p *pod, cg *podCgroup) error {
 	if err := m.pause.Removed(ctx, rec.ID); err != nil {
 		return fmt.Errorf("pod %s: %w", rec.ID, err)
 	}
+	m.opts.Faults.Hit(faultpoint.RemoveRuntime, rec.ID)
 	if err := cg.Destroy(); err != nil {
 		return fmt.Errorf("pod %s: %w", rec.ID, err)
 	}

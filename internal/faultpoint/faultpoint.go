@@ -65,6 +65,7 @@ const (
 	RunPauseStarted = "RunPodSandbox/pause-started" // pause runs, the record still says Creating
 	RunReady        = "RunPodSandbox/ready"         // the Ready record is written, not yet answered
 
+	CreateLeased     = "CreateContainer/image-leased"    // the image is leased, no record yet
 	CreateRecorded   = "CreateContainer/recorded"        // the Creating record is written
 	CreateRootfs     = "CreateContainer/rootfs-mounted"  // the overlay is mounted
 	CreateMonitor    = "CreateContainer/monitor-created" // libcontainer made it, the record says Creating
@@ -75,7 +76,8 @@ const (
 	StopBeforeCNIDel = "StopPodSandbox/before-cni-del" // pause is being stopped, no CNI DEL yet
 	StopCNIDeleted   = "StopPodSandbox/cni-deleted"    // pause stopped and CNI DEL done, not recorded
 	RemoveContainers = "RemovePodSandbox/containers-removed"
-	RemoveFiles      = "RemovePodSandbox/files-removed" // cgroup and files gone, the record not yet
+	RemoveRuntime    = "RemovePodSandbox/runtime-removed" // monitor and infra container gone, cgroup and files not yet
+	RemoveFiles      = "RemovePodSandbox/files-removed"   // cgroup and files gone, the record not yet
 
 	PullLayerUnpacked   = "PullImage/layer-unpacked"   // a layer is unpacked in its temp dir, not committed
 	PullLayersCommitted = "PullImage/layers-committed" // every layer is in the store, the image is not
@@ -96,10 +98,10 @@ const (
 func All() []string {
 	return []string{
 		RunRecorded, RunNetNS, RunCNIAdded, RunInfraCreated, RunPauseStarted, RunReady,
-		CreateRecorded, CreateRootfs, CreateMonitor, CreateReturning,
+		CreateLeased, CreateRecorded, CreateRootfs, CreateMonitor, CreateReturning,
 		StartBefore, StartStarted,
 		StopContainers, StopBeforeCNIDel, StopCNIDeleted,
-		RemoveContainers, RemoveFiles,
+		RemoveContainers, RemoveRuntime, RemoveFiles,
 		PullLayerUnpacked, PullLayersCommitted, PullContentStored,
 		StopCtrSignalled, RemoveCtrMonitor, RemoveImageRecord,
 	}
