@@ -3,7 +3,6 @@ package faults_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -345,8 +344,6 @@ func (c *crasher) removeImage(ref string) {
 		c.t.Errorf("RemoveImage %s: %v", ref, err)
 	}
 }
-
-var errNoID = errors.New("no id")
 
 // removeNamed removes pod's container of that name.
 func (c *crasher) removeNamed(pod, name string) {

@@ -37,14 +37,15 @@ type crashKind struct {
 
 // TestCrashAtFaultPoints SIGKILLs berth at every named step of
 // RunPodSandbox, CreateContainer, StartContainer, StopPodSandbox,
-// RemovePodSandbox, StopContainer, RemoveContainer, PullImage and RemoveImage
-// (internal/faultpoint), with pods of each kind (pod network, node
-// network, own user namespace, infra container from a pause image). For each, after a
-// restart: berth serves and lists sanely, the client's retry succeeds or
-// fails with a clean error, every pod can then be stopped and removed,
-// and the host holds exactly what it held before the case (no netns pin,
-// lease, mount, cgroup, veth, process or file left). A bystander pod runs
-// through all of it: its container keeps its process, its pod stays ready.
+// RemovePodSandbox, StopContainer, RemoveContainer, PullImage and
+// RemoveImage (internal/faultpoint), with pods of each kind (pod network,
+// node network, own user namespace, infra container from a pause image).
+// For each, after a restart: berth serves and lists sanely, the client's
+// retry succeeds or fails with a clean error, every pod can then be
+// stopped and removed, and the host holds exactly what it held before the
+// case (no netns pin, lease, NAT rule, mount, cgroup, veth, process or
+// file left). A bystander pod runs through all of it: its container keeps
+// its process, its pod stays ready.
 func TestCrashAtFaultPoints(t *testing.T) {
 	e := framework.NewPodEnv(t, "berth-crash")
 	kinds := crashKinds(e)
