@@ -12,6 +12,7 @@ import (
 
 	"github.com/berth-runtime/berth/container/monitor"
 	"github.com/berth-runtime/berth/container/spec"
+	"github.com/berth-runtime/berth/internal/faultpoint"
 )
 
 // ErrPauseGone is returned by AdoptPause when the pod's pause is not
@@ -48,6 +49,7 @@ func (s *Service) StartPause(ctx context.Context, ps *PauseSpec) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	s.opts.Faults.Hit(faultpoint.RunMonitorStarted, podID)
 	var pid int
 	if ps.Image != "" && ps.UserNS != nil {
 		err = fmt.Errorf("%w: pod %s: user namespaces need the built-in pause (pause_image is set)", ErrInvalid, podID)

@@ -58,12 +58,13 @@ func (p *Point) Hit(name, object string) {
 
 // The steps, named "<CRI call>/<what has just been done>".
 const (
-	RunRecorded     = "RunPodSandbox/recorded"      // the Creating record is written
-	RunNetNS        = "RunPodSandbox/netns"         // the netns is pinned, no CNI ADD yet
-	RunCNIAdded     = "RunPodSandbox/cni-added"     // CNI ADD done; pause may be starting
-	RunInfraCreated = "RunPodSandbox/infra-created" // a pause image's infra container made, its record Creating
-	RunPauseStarted = "RunPodSandbox/pause-started" // pause runs, the record still says Creating
-	RunReady        = "RunPodSandbox/ready"         // the Ready record is written, not yet answered
+	RunRecorded       = "RunPodSandbox/recorded"        // the Creating record is written
+	RunNetNS          = "RunPodSandbox/netns"           // the netns is pinned, no CNI ADD yet
+	RunCNIAdded       = "RunPodSandbox/cni-added"       // CNI ADD done; pause may be starting
+	RunMonitorStarted = "RunPodSandbox/monitor-started" // the pod's monitor runs, pause not yet
+	RunInfraCreated   = "RunPodSandbox/infra-created"   // a pause image's infra container made, its record Creating
+	RunPauseStarted   = "RunPodSandbox/pause-started"   // pause runs, the record still says Creating
+	RunReady          = "RunPodSandbox/ready"           // the Ready record is written, not yet answered
 
 	CreateLeased     = "CreateContainer/image-leased"    // the image is leased, no record yet
 	CreateRecorded   = "CreateContainer/recorded"        // the Creating record is written
@@ -97,7 +98,7 @@ const (
 // var: the package keeps no mutable state).
 func All() []string {
 	return []string{
-		RunRecorded, RunNetNS, RunCNIAdded, RunInfraCreated, RunPauseStarted, RunReady,
+		RunRecorded, RunNetNS, RunCNIAdded, RunMonitorStarted, RunInfraCreated, RunPauseStarted, RunReady,
 		CreateLeased, CreateRecorded, CreateRootfs, CreateMonitor, CreateReturning,
 		StartBefore, StartStarted,
 		StopContainers, StopBeforeCNIDel, StopCNIDeleted,
