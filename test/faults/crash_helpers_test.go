@@ -61,9 +61,35 @@ func (c *crasher) arm(point string) string {
 func (c *crasher) crash(marker string, call crashCall) {
 	c.t.Helper()
 	c.hang(marker, call)
+	logged := logSize(c.e.D.LogPath)
 	c.e.D.SetEnv()
 	c.e.D.Restart()
 	c.serves()
+	c.monitorsAnswered(logged)
+}
+
+// monitorsAnswered fails the case if the restarted berth logged, past
+// offset, a monitor that did not answer its recovery: nothing in a crash
+// case freezes one, so it would be a monitor wedged by the crash.
+func (c *crasher) monitorsAnswered(offset int64) {
+	c.t.Helper()
+	b, err := os.ReadFile(c.e.D.LogPath)
+	if err != nil || int64(len(b)) < offset {
+		return
+	}
+	for line := range strings.Lines(string(b[offset:])) {
+		if strings.Contains(line, "does not answer") {
+			c.t.Errorf("after the crash, berth's recovery found a monitor that does not answer: %s", line)
+		}
+	}
+}
+
+func logSize(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
 }
 
 // hang issues call, waits until berth hangs at the armed point and
