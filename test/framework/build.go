@@ -22,7 +22,7 @@ var built struct {
 	err  error
 }
 
-// Binary returns the berth binary under test: $BERTH_BINARY, or
+// Binary returns the berth binary under test: $BERTH_TEST_BINARY, or
 // ./cmd/berth built once for this test process.
 func Binary(t testing.TB) string {
 	t.Helper()

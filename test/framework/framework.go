@@ -4,7 +4,10 @@
 //
 // Environment:
 //
-//	BERTH_BINARY         berth binary to test instead of building ./cmd/berth
+//	BERTH_TEST_BINARY    berth binary to test instead of building ./cmd/...
+//	                     (hack/test sets it to what hack/build just made; the
+//	                     scripts' own BERTH_BINARY is not read, so a test run
+//	                     after `source hack/env.sh` never tests a stale build)
 //	BERTH_CNI_BIN_DIR    CNI plugin binaries (passed to every daemon if set)
 //	BERTH_CRICTL         crictl binary
 //	BERTH_TEST_REGISTRY  host:port of the local test registry
@@ -21,7 +24,7 @@ import (
 
 // Environment variables the tests rely on.
 const (
-	EnvBinary       = "BERTH_BINARY"
+	EnvBinary       = "BERTH_TEST_BINARY"
 	EnvCNIBinDir    = "BERTH_CNI_BIN_DIR"
 	EnvCrictl       = "BERTH_CRICTL"
 	EnvTestRegistry = "BERTH_TEST_REGISTRY"
