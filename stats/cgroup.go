@@ -7,7 +7,6 @@
 package stats
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
@@ -54,26 +54,21 @@ func NewCgroups() (*Cgroups, error) {
 func parseMountinfo(r io.Reader) (*Cgroups, error) {
 	c := &Cgroups{v1: map[string]mount{}}
 	c.bufs.New = func() any { b := make([]byte, 16<<10); return &b }
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		// ID PARENT MAJ:MIN ROOT POINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTS
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		if !ok {
-			continue
-		}
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if len(f) < 5 || len(g) < 3 {
-			continue
-		}
-		m := mount{point: unescape(f[4]), root: unescape(f[3])}
-		switch g[0] {
+	mounts, err := mountinfo.GetMountsFromReader(r, func(m *mountinfo.Info) (skip, stop bool) {
+		return m.FSType != "cgroup" && m.FSType != "cgroup2", false
+	})
+	if err != nil {
+		return nil, fmt.Errorf("stats: read mountinfo: %w", err)
+	}
+	for _, info := range mounts {
+		m := mount{point: info.Mountpoint, root: info.Root}
+		switch info.FSType {
 		case "cgroup2":
 			if c.v2 == nil {
 				c.v2 = &m
 			}
 		case "cgroup":
-			for _, opt := range strings.Split(g[2], ",") {
+			for _, opt := range strings.Split(info.VFSOptions, ",") {
 				switch opt {
 				case "cpuacct", "memory", "pids", "cpu":
 					if _, dup := c.v1[opt]; !dup {
@@ -83,9 +78,6 @@ func parseMountinfo(r io.Reader) (*Cgroups, error) {
 			}
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("stats: read mountinfo: %w", err)
-	}
 	if len(c.v1) == 0 && c.v2 == nil {
 		return nil, errors.New("stats: no cgroup hierarchy is mounted")
 	}
@@ -93,25 +85,6 @@ func parseMountinfo(r io.Reader) (*Cgroups, error) {
 		c.v2 = nil
 	}
 	return c, nil
-}
-
-// unescape undoes mountinfo's octal escapes (\040 for a space).
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // V2 reports whether the host is cgroup v2 only.

@@ -3,11 +3,13 @@ package stats
 import (
 	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/moby/sys/mountinfo"
 )
 
 // diskUsage caches the size of directories (writable layers). A walk can
@@ -117,19 +119,17 @@ func walk(dir string) (bytes, inodes uint64) {
 // mountpointOf is the mount point of the filesystem holding p, the id
 // the kubelet matches filesystems by.
 func mountpointOf(p string) string {
-	data, err := os.ReadFile("/proc/self/mountinfo")
+	// ParentsFilter compares strings: /data is a "parent" of /data2.
+	mounts, err := mountinfo.GetMounts(mountinfo.ParentsFilter(p))
 	if err != nil {
 		return "/"
 	}
 	best := "/"
-	for _, line := range splitLines(string(data)) {
-		f := fieldsN(line, 6)
-		if len(f) < 5 {
-			continue
-		}
-		mp := unescape(f[4])
-		if (p == mp || (len(p) > len(mp) && p[:len(mp)] == mp && (mp == "/" || p[len(mp)] == '/'))) && len(mp) > len(best) {
-			best = mp
+	for _, m := range mounts {
+		mp := m.Mountpoint
+		within := p == mp || mp == "/" || strings.HasPrefix(p, mp+"/")
+		if within && len(mp) > len(best) {
+			best = m.Mountpoint
 		}
 	}
 	return best

@@ -59,12 +59,3 @@ func parseNetDev(s string) []Iface {
 }
 
 func splitLines(s string) []string { return strings.Split(strings.TrimSpace(s), "\n") }
-
-// fieldsN is strings.Fields limited to the first n fields.
-func fieldsN(s string, n int) []string {
-	f := strings.Fields(s)
-	if len(f) > n {
-		f = f[:n]
-	}
-	return f
-}

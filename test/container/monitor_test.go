@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -48,32 +47,6 @@ func infoPid(t *testing.T, info map[string]string) int {
 	return v.Pid
 }
 
-func ppidOf(t *testing.T, pid int) int {
-	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatalf("pid %d: %v", pid, err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "PPid:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(v))
-			return n
-		}
-	}
-	return 0
-}
-
-// monitorPid is pod's monitor: the parent of its pause and containers.
-func (e *env) monitorPid(pod string, pausePid int) int {
-	e.t.Helper()
-	ppid := ppidOf(e.t, pausePid)
-	cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", ppid))
-	if !bytes.Contains(cmd, []byte("\x00--pod\x00"+pod+"\x00")) {
-		e.t.Fatalf("pause %d's parent %d (%q) is not pod %s's monitor", pausePid, ppid, cmd, pod)
-	}
-	return ppid
-}
-
 func alive(pid int) bool {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -93,9 +66,9 @@ func TestMonitorKilled(t *testing.T) {
 	pod := e.runPod(podCfg)
 	id := e.run(pod, podCfg, e.ctrConfig("sleeper", "sleep 1000"))
 	_, pause := e.podStatus(pod)
-	mon := e.monitorPid(pod, pause)
+	mon := framework.MonitorOf(e.t, pod, pause)
 	ctrPid := e.containerPid(id)
-	if ctrPid == 0 || ppidOf(t, ctrPid) != mon {
+	if ctrPid == 0 || framework.ParentPID(t, ctrPid) != mon {
 		t.Fatalf("container pid %d is not the monitor's (%d) child", ctrPid, mon)
 	}
 

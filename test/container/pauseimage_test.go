@@ -46,7 +46,7 @@ func TestPauseImage(t *testing.T) {
 	if state != runtimeapi.PodSandboxState_SANDBOX_READY || pause == 0 {
 		t.Fatalf("pod %v, pause %d", state, pause)
 	}
-	mon := e.monitorPid(pod, pause)
+	mon := framework.MonitorOf(e.t, pod, pause)
 	// The image's /pause, as the image's user, in the pod's namespaces.
 	// The pod is ready once pause's namespaces are: libcontainer's init
 	// may still be on its way to exec /pause.
@@ -97,7 +97,7 @@ func TestPauseImage(t *testing.T) {
 
 	// Berth dies; pause and the container go on, and are found again.
 	e.d.Kill()
-	if ppidOf(t, pause) != mon {
+	if framework.ParentPID(t, pause) != mon {
 		t.Error("pause lost its monitor parent with berth")
 	}
 	e.d.Restart()

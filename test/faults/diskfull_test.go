@@ -85,7 +85,7 @@ func TestDiskFullContainerWrites(t *testing.T) {
 	// container has started (a start whose record then cannot be written
 	// fails, though its container runs).
 	filler := e.Run(pod, cfg, "filler", "exec sleep 100000", nil)
-	mon := monitorOf(t, pod, pausePid(e, pod))
+	mon := framework.MonitorOf(t, pod, pausePid(e, pod))
 	fill, err := e.D.Runtime.ExecSync(framework.Ctx(t), &runtimeapi.ExecSyncRequest{ContainerId: filler, Timeout: 60,
 		Cmd: []string{"sh", "-c", "dd if=/dev/zero of=/fill bs=64k; echo dd: $?"}})
 	if err != nil || !strings.Contains(string(fill.GetStderr()), "No space left on device") {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -69,34 +68,6 @@ func containerPid(e *framework.PodEnv, id string) int {
 		e.T.Fatalf("ContainerStatus %s: %v", id, err)
 	}
 	return infoPid(e.T, "container "+id, resp.Info)
-}
-
-// monitorOf is pod's monitor: pause's parent, with the pod on its command
-// line (so the test can only ever signal a process of its own daemon).
-func monitorOf(t *testing.T, pod string, pause int) int {
-	t.Helper()
-	ppid := parentPid(t, pause)
-	cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", ppid))
-	if !bytes.Contains(cmd, []byte("\x00--pod\x00"+pod+"\x00")) {
-		t.Fatalf("pause %d's parent %d (%q) is not pod %s's monitor", pause, ppid, cmd, pod)
-	}
-	return ppid
-}
-
-func parentPid(t *testing.T, pid int) int {
-	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatalf("pid %d: %v", pid, err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "PPid:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(v))
-			return n
-		}
-	}
-	t.Fatalf("no PPid in /proc/%d/status", pid)
-	return 0
 }
 
 // running is false for a process that is gone or a zombie.

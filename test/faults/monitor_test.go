@@ -49,10 +49,10 @@ func startPod(e *framework.PodEnv, name string, pid runtimeapi.NamespaceMode) po
 	}
 	e.WaitExit(p.exited, settle)
 	p.pause = pausePid(e, pod)
-	p.monitor = monitorOf(e.T, pod, p.pause)
+	p.monitor = framework.MonitorOf(e.T, pod, p.pause)
 	checkMountNS(e.T, p.monitor)
 	for i, pid := range p.pids {
-		if parentPid(e.T, pid) != p.monitor {
+		if framework.ParentPID(e.T, pid) != p.monitor {
 			e.T.Fatalf("container %s (pid %d) is not the monitor's (%d) child", p.ctrs[i], pid, p.monitor)
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/moby/sys/mountinfo"
 )
 
 // What SnapshotHost reads of the host, one kind of item each.
@@ -24,39 +26,17 @@ func underAny(p string, dirs []string) bool {
 	return false
 }
 
-// readMounts returns the mount points of this mount namespace, with the
-// octal escapes of mountinfo undone.
+// readMounts returns the mount points of this mount namespace.
 func readMounts() []string {
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := mountinfo.GetMounts(nil)
 	if err != nil {
 		return nil
 	}
-	var out []string
-	for line := range strings.Lines(string(b)) {
-		f := strings.Fields(line)
-		if len(f) > 4 {
-			out = append(out, unescapeMount(f[4]))
-		}
+	out := make([]string, 0, len(mounts))
+	for _, m := range mounts {
+		out = append(out, m.Mountpoint)
 	}
 	return out
-}
-
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // opaqueDirs are directories whose children are listed but not entered:

@@ -100,14 +100,14 @@ func TestKilledBerthKeepsPodsReady(t *testing.T) {
 	idA, idB := e.run(e.config("a")), e.run(e.config("b"))
 	stA, infoA := e.status(idA)
 	stB, infoB := e.status(idB)
-	monA := e.monitorOf(idA, infoA.Pid)
+	monA := framework.MonitorOf(e.t, idA, infoA.Pid)
 	e.stop(idB) // one stopped pod must come back stopped
 	e.d.Kill()
 	if !processRuns(infoA.Pid) {
 		t.Fatal("pause died with berth")
 	}
 	// Pause is not orphaned to init: its parent is still its pod's monitor.
-	if ppid := statusPPid(t, infoA.Pid); ppid != monA {
+	if ppid := framework.ParentPID(t, infoA.Pid); ppid != monA {
 		t.Errorf("after berth's death pause's parent is %d, want the monitor %d", ppid, monA)
 	}
 	e.d.Restart()
@@ -116,7 +116,7 @@ func TestKilledBerthKeepsPodsReady(t *testing.T) {
 		t.Errorf("after restart: %v %s pid %d; want ready, %s, pid %d", st.State, st.Network.Ip, info.Pid, stA.Network.Ip, infoA.Pid)
 	}
 	// The restarted berth watches pause through the same monitor.
-	if e.monitorOf(idA, info.Pid) != monA {
+	if framework.MonitorOf(e.t, idA, info.Pid) != monA {
 		t.Error("pause has another parent after the restart")
 	}
 	syscall.Kill(infoA.Pid, syscall.SIGKILL)

@@ -1,46 +1,17 @@
 package sandbox_test
 
 import (
-	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-runtime/berth/test/framework"
 )
-
-// monitorOf returns the pid of pod id's monitor, which must be pause's
-// parent: the monitor owns the whole pod from RunPodSandbox on.
-func (e *env) monitorOf(id string, pausePid int) int {
-	e.t.Helper()
-	ppid := statusPPid(e.t, pausePid)
-	cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", ppid))
-	if !bytes.Contains(cmd, []byte("berth-monitor\x00")) || !bytes.Contains(cmd, []byte("\x00--pod\x00"+id+"\x00")) {
-		e.t.Fatalf("pause %d's parent %d is %q, not pod %s's monitor", pausePid, ppid, bytes.ReplaceAll(cmd, []byte{0}, []byte{' '}), id)
-	}
-	return ppid
-}
-
-func statusPPid(t *testing.T, pid int) int {
-	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatalf("pause %d: %v", pid, err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "PPid:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(v))
-			return n
-		}
-	}
-	t.Fatalf("no PPid in /proc/%d/status", pid)
-	return 0
-}
 
 // waitNotReady polls PodSandboxStatus until the pod is not ready.
 func (e *env) waitNotReady(id string) {
@@ -88,7 +59,7 @@ func TestPauseIsTheMonitorsChild(t *testing.T) {
 	e := newEnv(t)
 	id := e.run(e.config("a"))
 	_, info := e.status(id)
-	mon := e.monitorOf(id, info.Pid)
+	mon := framework.MonitorOf(e.t, id, info.Pid)
 	e.stop(id)
 	// Containers, then pause, then the monitor: it is gone after the stop.
 	waitGone(t, mon, "monitor of a stopped pod")
@@ -103,7 +74,7 @@ func TestKilledPauseMakesPodNotReady(t *testing.T) {
 	e := newEnv(t)
 	id := e.run(e.config("a"))
 	_, info := e.status(id)
-	mon := e.monitorOf(id, info.Pid)
+	mon := framework.MonitorOf(e.t, id, info.Pid)
 	syscall.Kill(info.Pid, syscall.SIGKILL)
 	e.waitNotReady(id)
 	// The monitor recorded pause's exit like a container's. Berth sees
@@ -129,7 +100,7 @@ func TestKilledMonitorMakesPodNotReady(t *testing.T) {
 	e := newEnv(t)
 	id := e.run(e.config("a"))
 	_, info := e.status(id)
-	mon := e.monitorOf(id, info.Pid)
+	mon := framework.MonitorOf(e.t, id, info.Pid)
 	syscall.Kill(mon, syscall.SIGKILL)
 	// Nobody would record pause's exit any more: berth ends it.
 	e.waitNotReady(id)
@@ -146,7 +117,7 @@ func TestMonitorKilledWhileBerthDown(t *testing.T) {
 	e := newEnv(t)
 	id := e.run(e.config("a"))
 	_, info := e.status(id)
-	mon := e.monitorOf(id, info.Pid)
+	mon := framework.MonitorOf(e.t, id, info.Pid)
 	e.d.Kill()
 	syscall.Kill(mon, syscall.SIGKILL)
 	waitGone(t, mon, "monitor")
