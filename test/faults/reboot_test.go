@@ -61,7 +61,7 @@ func testReboot(t *testing.T, e *framework.PodEnv, images []string) {
 		t.Fatalf("before the reboot: %d writable layers, %d image leases, %d IP leases; want %d, %d, 2", len(layers), len(leases), len(n.Leases(t)), want, want)
 	}
 
-	reboot(t, e)
+	e.D.Reboot(t, e.Parent)
 	e.D.Restart()
 
 	ctx := framework.Ctx(t)

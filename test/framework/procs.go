@@ -10,12 +10,13 @@ import (
 	"time"
 )
 
-// killProcessesUnder SIGKILLs every process whose command line names a
-// path inside dir (a pod monitor names its socket under the state dir),
-// together with all their descendants (pause, containers), and returns
-// what it killed. Only processes that the daemon in dir started can match,
-// because dir is a fresh temp dir of this test.
-func killProcessesUnder(dir string) []string {
+// ProcessesUnder returns every process whose command line names a path
+// inside dir (a pod monitor names its socket under the state dir),
+// together with all their descendants (pause, containers): the processes
+// of one daemon's pods, nothing else's, since dir is a fresh temp dir of
+// the test. The whole tree is collected before the caller signals
+// anything, so a parent exiting when its child dies cannot hide the rest.
+func ProcessesUnder(dir string) []int {
 	procs := listProcs()
 	children := map[int][]int{}
 	for _, p := range procs {
@@ -28,8 +29,6 @@ func killProcessesUnder(dir string) []string {
 			roots = append(roots, p.pid)
 		}
 	}
-	// The whole tree is collected before anything is signalled, so that a
-	// parent exiting when its child dies cannot hide the rest of the tree.
 	seen := map[int]bool{}
 	var tree []int
 	var walk func(pid int)
@@ -46,6 +45,13 @@ func killProcessesUnder(dir string) []string {
 	for _, pid := range roots {
 		walk(pid)
 	}
+	return tree
+}
+
+// killProcessesUnder SIGKILLs ProcessesUnder(dir), waits a moment for them
+// to go, and returns what it killed.
+func killProcessesUnder(dir string) []string {
+	tree := ProcessesUnder(dir)
 	var killed []string
 	for _, pid := range tree {
 		cmd := cmdlineOf(pid)
@@ -59,7 +65,7 @@ func killProcessesUnder(dir string) []string {
 		deadline := time.Now().Add(5 * time.Second)
 		for time.Now().Before(deadline) {
 			alive := false
-			for pid := range seen {
+			for _, pid := range tree {
 				if syscall.Kill(pid, 0) == nil && !isZombie(pid) {
 					alive = true
 				}
