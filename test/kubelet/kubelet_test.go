@@ -264,6 +264,9 @@ type kubelet struct {
 	manifests string
 	podLogs   string
 	port      int
+	healthz   int
+	args      []string
+	starts    int
 	client    *http.Client
 }
 
@@ -289,7 +292,7 @@ func (e *env) startKubelet(o kubeletOptions) *kubelet {
 		}
 	}
 	k.port = freePort(t)
-	healthz := freePort(t)
+	k.healthz = freePort(t)
 	cfg := map[string]any{
 		"apiVersion":               "kubelet.config.k8s.io/v1beta1",
 		"kind":                     "KubeletConfiguration",
@@ -307,7 +310,7 @@ func (e *env) startKubelet(o kubeletOptions) *kubelet {
 		"port":               k.port,
 		"readOnlyPort":       0,
 		"healthzBindAddress": "127.0.0.1",
-		"healthzPort":        healthz,
+		"healthzPort":        k.healthz,
 		"authentication": map[string]any{
 			"anonymous": map[string]any{"enabled": true},
 			"webhook":   map[string]any{"enabled": false},
@@ -345,18 +348,28 @@ func (e *env) startKubelet(o kubeletOptions) *kubelet {
 	if o.kubeconfig != "" {
 		args = append(args, "--kubeconfig", o.kubeconfig)
 	}
-	k.proc = startProc(t, "kubelet", filepath.Join(k.dir, "kubelet.log"), args...)
+	k.args = args
 	k.client = &http.Client{
 		Timeout:   10 * time.Second,
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}},
 	}
-	// Ready when its healthz answers and /pods serves (the server is up).
+	k.start(t)
+	return k
+}
+
+// start runs the kubelet with its configuration (again, after a stop: its
+// root dir, and so what it knows of its pods, is kept) and waits until its
+// healthz answers and /pods serves.
+func (k *kubelet) start(t *testing.T) {
+	t.Helper()
+	k.starts++
+	k.proc = startProc(t, "kubelet", filepath.Join(k.dir, fmt.Sprintf("kubelet-%d.log", k.starts)), k.args...)
 	waitFor(t, 2*time.Minute, "the kubelet to serve", func() (bool, string) {
 		if !k.running() {
 			k.dumpLog(t, 60)
 			t.Fatalf("the kubelet exited during start-up")
 		}
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", healthz))
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", k.healthz))
 		if err != nil {
 			return false, err.Error()
 		}
@@ -370,7 +383,6 @@ func (e *env) startKubelet(o kubeletOptions) *kubelet {
 		}
 		return true, ""
 	})
-	return k
 }
 
 func freePort(t *testing.T) int {
