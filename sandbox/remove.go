@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/containerd/nri/pkg/api"
@@ -15,28 +14,12 @@ import (
 // it has on disk and in the cgroup tree, then forgets it. Removing an
 // unknown pod succeeds.
 func (m *Manager) Remove(ctx context.Context, id string) error {
-	p, err := m.lookup(id)
-	if errors.Is(err, ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	ctx, unblock := m.opts.NRI.BlockSync(ctx)
-	defer unblock()
-	p.op.Lock()
-	defer p.op.Unlock()
-	if p.removed {
-		return nil
-	}
+	return m.withPod(ctx, id, m.remove)
+}
+
+func (m *Manager) remove(ctx context.Context, p *pod) error {
 	rec, _ := p.snapshot()
-	if c := m.opts.Containers; c != nil {
-		if err := c.StopPodContainers(ctx, rec.ID); err != nil {
-			return fmt.Errorf("pod %s: stop containers: %w", rec.ID, err)
-		}
-	}
-	m.nriStop(ctx, p)
-	if err := m.release(ctx, p); err != nil {
+	if err := m.stop(ctx, p); err != nil {
 		return err
 	}
 	if c := m.opts.Containers; c != nil {

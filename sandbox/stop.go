@@ -16,6 +16,22 @@ import (
 // (CNI DEL frees its IP) and removes its netns pin and /dev/shm. Stopping
 // a stopped or unknown pod succeeds; parts already gone are skipped.
 func (m *Manager) Stop(ctx context.Context, id string) error {
+	return m.withPod(ctx, id, func(ctx context.Context, p *pod) error {
+		rec, _ := p.snapshot()
+		if err := m.stop(ctx, p); err != nil {
+			return err
+		}
+		if rec.State == StateReady {
+			m.publish(runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, p.rec.ID)
+		}
+		return nil
+	})
+}
+
+// withPod runs f on pod id under the pod's operation lock, once NRI
+// plugins have caught up. A pod that is unknown, or removed meanwhile, is
+// not an error: Stop and Remove are idempotent.
+func (m *Manager) withPod(ctx context.Context, id string, f func(context.Context, *pod) error) error {
 	p, err := m.lookup(id)
 	if errors.Is(err, ErrNotFound) {
 		return nil
@@ -30,22 +46,22 @@ func (m *Manager) Stop(ctx context.Context, id string) error {
 	if p.removed {
 		return nil
 	}
+	return f(ctx, p)
+}
+
+// stop stops the pod's containers, tells NRI plugins, then releases what
+// the pod holds. The caller holds p.op.
+func (m *Manager) stop(ctx context.Context, p *pod) error {
+	id := p.rec.ID
 	if c := m.opts.Containers; c != nil {
-		if err := c.StopPodContainers(ctx, p.rec.ID); err != nil {
-			return fmt.Errorf("pod %s: stop containers: %w", p.rec.ID, err)
+		if err := c.StopPodContainers(ctx, id); err != nil {
+			return fmt.Errorf("pod %s: stop containers: %w", id, err)
 		}
 	}
-	m.opts.Faults.Hit(faultpoint.StopContainers, p.rec.ID)
+	m.opts.Faults.Hit(faultpoint.StopContainers, id)
 	// Its containers stopped, its network and pause still there.
 	m.nriStop(ctx, p)
-	rec, _ := p.snapshot()
-	if err := m.release(ctx, p); err != nil {
-		return err
-	}
-	if rec.State == StateReady {
-		m.publish(runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, rec.ID)
-	}
-	return nil
+	return m.release(ctx, p)
 }
 
 // release frees what a running pod holds, each step recorded as it
@@ -77,7 +93,13 @@ func (m *Manager) release(ctx context.Context, p *pod) error {
 			defer wg.Done()
 			m.opts.Faults.Hit(faultpoint.StopBeforeCNIDel, id)
 			t := time.Now()
-			cniErr = m.net.Teardown(ctx, networkPod(&rec, cfg))
+			// Not cut short by a caller that gives up: a plugin killed
+			// half-way leaves what no second DEL finds (the bridge
+			// plugin learns the pod's addresses from the link it
+			// deletes first, then drops their NAT rules).
+			cniCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cniDelTimeout)
+			defer cancel()
+			cniErr = m.net.Teardown(cniCtx, networkPod(&rec, cfg))
 			took.cni = time.Since(t)
 		}()
 	}
