@@ -46,8 +46,13 @@ func (s *Service) recover(ctx context.Context) error {
 			// may already hold it, its init waiting for a start that
 			// will never come, and refuses to delete a live one.
 			s.log.Info("removing container whose create was interrupted", "container", id)
-			uctx, cancel := context.WithTimeout(ctx, 2*monitorAnswerTimeout)
-			s.monitorDelete(uctx, s.existingMonitor(rec.PodID), id)
+			uctx, cancel := context.WithTimeout(ctx, 3*monitorAnswerTimeout)
+			mon := s.existingMonitor(rec.PodID)
+			// The monitor may still be making it for the berth that
+			// died: a status call waits for that to end, so that the
+			// kill finds a container with a process to kill.
+			mon.client.Call(uctx, &monitor.Request{Op: monitor.OpStatus, ID: id})
+			s.monitorDelete(uctx, mon, id)
 			s.opts.Faults.Hit(faultpoint.RecoverCtrKilled, id)
 			if err := s.release(uctx, rec); err != nil {
 				s.log.Error("undo interrupted create", "container", id, "error", err)

@@ -50,6 +50,15 @@ func (m *Manager) recover(ctx context.Context) error {
 	for _, c := range corrupt {
 		m.log.Error("unreadable pod record moved aside", "pod", c.ID, "path", c.Path, "error", c.Err)
 	}
+	ours := map[string]bool{}
+	for id := range recs {
+		ours[id] = true
+	}
+	pins, _ := m.netns.List()
+	for _, id := range pins {
+		ours[id] = true
+	}
+	awaitStalePlugins(ours, m.log)
 	for id, rec := range recs {
 		p := &pod{rec: *rec}
 		cfg, err := decodeConfig(rec.Config)
