@@ -6,7 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	fp "github.com/berth-runtime/berth/internal/faultpoint"
@@ -57,19 +60,76 @@ func TestCrashRecoveryWhenCNIDelFails(t *testing.T) {
 	framework.CheckHost(t, before)
 }
 
+// TestStopPodSandboxCallerGivesUp: the client of a StopPodSandbox goes
+// away (its connection closed) while a slow CNI DEL runs. The DEL must
+// still run to its end: killed half-way, the bridge plugin has deleted the
+// pod's link, and with it the only record of the addresses whose NAT
+// rules it drops last, so no later DEL can remove them. (Those leaks were
+// seen in TestCrashStorm, whose kill closes the connection first; this
+// test did not make the DEL die on the build before the fix, so the storm
+// is the evidence, this the property.)
+func TestStopPodSandboxCallerGivesUp(t *testing.T) {
+	e := framework.NewPodEnv(t, "berth-stopgiveup")
+	c := &crasher{t: t, e: e}
+	before := framework.SnapshotHost(t, crashScope(e))
+	done := filepath.Join(t.TempDir(), "del-done")
+	binDir := wrapBridge(t, e, fmt.Sprintf(`if [ "$CNI_COMMAND" = DEL ]; then
+	sleep 1
+	%q && touch %q
+	exit
+fi`, filepath.Join(e.Net.BinDir, "bridge"), done))
+	e.D.Args = append(e.D.Args, "--cni-bin-dir", binDir)
+	e.D.Restart()
+
+	cfg := c.podConfig("giveup")
+	pod := c.runPod(cfg)
+	// A connection of its own, closed under the call: how berth sees a
+	// kubelet that goes away.
+	conn, err := grpc.NewClient("unix://"+e.D.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan error, 1)
+	go func() {
+		_, err := runtimeapi.NewRuntimeServiceClient(conn).StopPodSandbox(context.Background(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: pod})
+		stopped <- err
+	}()
+	time.Sleep(500 * time.Millisecond)
+	conn.Close()
+	t.Logf("StopPodSandbox whose connection closed under it: %v", <-stopped)
+
+	deadline := time.Now().Add(settle)
+	for {
+		if _, err := os.Stat(done); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the DEL of a StopPodSandbox whose caller gave up never finished")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.removeAll()
+	framework.CheckHost(t, before)
+}
+
 // flakyBridge installs, in a bin dir of its own, a plugin that is the
 // bridge plugin except that DEL fails while the file refuse exists, and
 // makes e's network use it.
 func flakyBridge(t *testing.T, e *framework.PodEnv, refuse string) string {
 	t.Helper()
-	dir := t.TempDir()
-	script := fmt.Sprintf(`#!/bin/sh
-if [ "$CNI_COMMAND" = DEL ] && [ -e %q ]; then
+	return wrapBridge(t, e, fmt.Sprintf(`if [ "$CNI_COMMAND" = DEL ] && [ -e %q ]; then
 	echo '{"cniVersion":"1.0.0","code":999,"msg":"crash test: DEL refused"}'
 	exit 1
-fi
-exec %q
-`, refuse, filepath.Join(e.Net.BinDir, "bridge"))
+fi`, refuse))
+}
+
+// wrapBridge installs, in a bin dir of its own, a plugin that runs
+// prelude (shell) and then the bridge plugin, and makes e's network use
+// it.
+func wrapBridge(t *testing.T, e *framework.PodEnv, prelude string) string {
+	t.Helper()
+	dir := t.TempDir()
+	script := fmt.Sprintf("#!/bin/sh\n%s\nexec %q\n", prelude, filepath.Join(e.Net.BinDir, "bridge"))
 	if err := os.WriteFile(filepath.Join(dir, "flaky-bridge"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
