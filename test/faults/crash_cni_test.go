@@ -64,10 +64,9 @@ func TestCrashRecoveryWhenCNIDelFails(t *testing.T) {
 // away (its connection closed) while a slow CNI DEL runs. The DEL must
 // still run to its end: killed half-way, the bridge plugin has deleted the
 // pod's link, and with it the only record of the addresses whose NAT
-// rules it drops last, so no later DEL can remove them. (Those leaks were
-// seen in TestCrashStorm, whose kill closes the connection first; this
-// test did not make the DEL die on the build before the fix, so the storm
-// is the evidence, this the property.)
+// rules it drops last, so no later DEL can remove them (seen first in
+// TestCrashStorm, whose kill closes the connection first). Before the fix
+// the closed connection cancelled the DEL and killed the plugin here.
 func TestStopPodSandboxCallerGivesUp(t *testing.T) {
 	e := framework.NewPodEnv(t, "berth-stopgiveup")
 	c := &crasher{t: t, e: e}
