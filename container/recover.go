@@ -3,6 +3,7 @@ package container
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -67,6 +68,9 @@ func (s *Service) recover(ctx context.Context) error {
 		}
 		c := &ctr{rec: *rec, cfg: cfg, resources: decodeResources(rec.Resources), exited: make(chan struct{})}
 		c.spec, _ = os.ReadFile(filepath.Join(rec.Dir, monitor.SpecFile))
+		if err := restrictContainerDir(rec.Dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.log.Warn("restrict container dir", "container", id, "error", err)
+		}
 		if rec.State == StateExited {
 			close(c.exited)
 		}

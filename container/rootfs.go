@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -67,6 +68,24 @@ func makeContainerDir(dir string, idm *idmap) error {
 		return err
 	}
 	// MkdirAll leaves the mode of a dir that already exists alone.
+	return os.Chmod(dir, mode)
+}
+
+// restrictContainerDir gives the dir of a container made by an older
+// berth (0755) the mode makeContainerDir gives new ones: 0700, or 0710
+// when it belongs to a user namespace's host group.
+func restrictContainerDir(dir string) error {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	mode := os.FileMode(0o700)
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Gid != 0 {
+		mode = 0o710
+	}
+	if st.Mode().Perm() == mode {
+		return nil
+	}
 	return os.Chmod(dir, mode)
 }
 
