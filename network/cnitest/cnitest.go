@@ -111,23 +111,7 @@ func NewNet(t testing.TB) *Net {
 	if err := os.MkdirAll(n.ConfDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	conf := map[string]any{
-		"cniVersion": "1.0.0",
-		"name":       n.Name,
-		"plugins": []any{
-			map[string]any{
-				"type": "bridge", "bridge": n.Bridge, "isGateway": true, "ipMasq": true,
-				"ipam": map[string]any{
-					"type":    "host-local",
-					"ranges":  [][]map[string]string{{{"subnet": n.Subnet.String()}}},
-					"dataDir": n.DataDir,
-				},
-			},
-			map[string]any{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}},
-			map[string]any{"type": "loopback"},
-		},
-	}
-	n.WriteConf(t, "10-"+n.Name+".conflist", conf)
+	n.WriteConf(t, "10-"+n.Name+".conflist", n.Conflist("bridge"))
 	t.Cleanup(func() {
 		DeleteIPTablesRules(n.Name)
 		DeleteLink(n.Bridge)
@@ -266,5 +250,27 @@ func DeleteIPTablesRules(name string) {
 	for c := range chains {
 		exec.Command("iptables", "-t", "nat", "-F", c).Run()
 		exec.Command("iptables", "-t", "nat", "-X", c).Run()
+	}
+}
+
+// Conflist is the network's configuration (bridge with masquerading,
+// host-local, portmap, loopback) with bridgePlugin as its first plugin:
+// "bridge", or a test's wrapper around it.
+func (n *Net) Conflist(bridgePlugin string) map[string]any {
+	return map[string]any{
+		"cniVersion": "1.0.0",
+		"name":       n.Name,
+		"plugins": []any{
+			map[string]any{
+				"type": bridgePlugin, "bridge": n.Bridge, "isGateway": true, "ipMasq": true,
+				"ipam": map[string]any{
+					"type":    "host-local",
+					"ranges":  [][]map[string]string{{{"subnet": n.Subnet.String()}}},
+					"dataDir": n.DataDir,
+				},
+			},
+			map[string]any{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}},
+			map[string]any{"type": "loopback"},
+		},
 	}
 }

@@ -132,22 +132,6 @@ func wrapBridge(t *testing.T, e *framework.PodEnv, prelude string) string {
 	if err := os.WriteFile(filepath.Join(dir, "flaky-bridge"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	n := e.Net
-	e.Net.WriteConf(t, "10-"+n.Name+".conflist", map[string]any{
-		"cniVersion": "1.0.0",
-		"name":       n.Name,
-		"plugins": []any{
-			map[string]any{
-				"type": "flaky-bridge", "bridge": n.Bridge, "isGateway": true, "ipMasq": true,
-				"ipam": map[string]any{
-					"type":    "host-local",
-					"ranges":  [][]map[string]string{{{"subnet": n.Subnet.String()}}},
-					"dataDir": n.DataDir,
-				},
-			},
-			map[string]any{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}},
-			map[string]any{"type": "loopback"},
-		},
-	})
+	e.Net.WriteConf(t, "10-"+e.Net.Name+".conflist", e.Net.Conflist("flaky-bridge"))
 	return dir
 }
