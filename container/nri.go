@@ -41,16 +41,7 @@ func nriContainer(rec *Record, cfg *runtimeapi.ContainerConfig, oci *specs.Spec)
 		c.FinishedAt = e.FinishedAt.UnixNano()
 		c.ExitCode = int32(e.Code)
 		c.StatusMessage = e.Message
-		switch {
-		case rec.Reason != "":
-			c.StatusReason = rec.Reason
-		case e.OOMKilled:
-			c.StatusReason = ReasonOOMKilled
-		case e.Code == 0:
-			c.StatusReason = ReasonCompleted
-		default:
-			c.StatusReason = ReasonError
-		}
+		c.StatusReason = exitReason(rec.Reason, e)
 	}
 	if oci == nil {
 		return c

@@ -10,6 +10,8 @@ import (
 
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-runtime/berth/container/monitor"
 )
 
 // Exit reasons, as the kubelet and containerd spell them.
@@ -66,16 +68,7 @@ func (s *Service) Status(ctx context.Context, id string, verbose bool) (*runtime
 		st.FinishedAt = e.FinishedAt.UnixNano()
 		st.ExitCode = int32(e.Code)
 		st.Message = e.Message
-		switch {
-		case r.Reason != "":
-			st.Reason = r.Reason
-		case e.OOMKilled:
-			st.Reason = ReasonOOMKilled
-		case e.Code == 0:
-			st.Reason = ReasonCompleted
-		default:
-			st.Reason = ReasonError
-		}
+		st.Reason = exitReason(r.Reason, e)
 	}
 	if !verbose {
 		return st, nil, nil
@@ -94,6 +87,21 @@ func (s *Service) Status(ctx context.Context, id string, verbose bool) (*runtime
 		return nil, nil, fmt.Errorf("container %s: verbose info: %w", r.ID, err)
 	}
 	return st, map[string]string{"info": string(b)}, nil
+}
+
+// exitReason is the CRI reason of an exit: the record's override (berth
+// decided how the container ended), else what the exit itself tells.
+func exitReason(override string, e *monitor.Exit) string {
+	switch {
+	case override != "":
+		return override
+	case e.OOMKilled:
+		return ReasonOOMKilled
+	case e.Code == 0:
+		return ReasonCompleted
+	default:
+		return ReasonError
+	}
 }
 
 func matchLabels(labels, selector map[string]string) bool {
