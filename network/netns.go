@@ -34,11 +34,11 @@ func (n *NetNS) Dir() string { return n.dir }
 // Path is where the namespace of pod id is (or would be) pinned.
 func (n *NetNS) Path(id string) string { return filepath.Join(n.dir, id) }
 
-// Create makes a new network namespace with loopback up and pins it at
-// Path(id). On error nothing is left behind.
-func (n *NetNS) Create(ctx context.Context, id string) (string, error) {
+// newPin checks id and creates the empty file Path(id) that a namespace
+// is bind-mounted onto; op names the caller in errors.
+func (n *NetNS) newPin(op, id string) (string, error) {
 	if id == "" || strings.ContainsAny(id, "/\x00") || strings.HasPrefix(id, ".") {
-		return "", fmt.Errorf("create netns: invalid pod id %q", id)
+		return "", fmt.Errorf("%s netns: invalid pod id %q", op, id)
 	}
 	pin := n.Path(id)
 	f, err := os.OpenFile(pin, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o444)
@@ -46,6 +46,16 @@ func (n *NetNS) Create(ctx context.Context, id string) (string, error) {
 		return "", fmt.Errorf("create netns pin for pod %s: %w", id, err)
 	}
 	f.Close()
+	return pin, nil
+}
+
+// Create makes a new network namespace with loopback up and pins it at
+// Path(id). On error nothing is left behind.
+func (n *NetNS) Create(ctx context.Context, id string) (string, error) {
+	pin, err := n.newPin("create", id)
+	if err != nil {
+		return "", err
+	}
 
 	errc := make(chan error, 1)
 	// A fresh goroutine whose thread is thrown away if it cannot be moved
@@ -67,53 +77,19 @@ func (n *NetNS) Create(ctx context.Context, id string) (string, error) {
 // (inside the pod's user namespace, which then owns it). On error nothing
 // is left behind.
 func (n *NetNS) Adopt(ctx context.Context, id string, pid int) (string, error) {
-	if id == "" || strings.ContainsAny(id, "/\x00") || strings.HasPrefix(id, ".") {
-		return "", fmt.Errorf("adopt netns: invalid pod id %q", id)
-	}
-	pin := n.Path(id)
-	f, err := os.OpenFile(pin, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o444)
+	pin, err := n.newPin("adopt", id)
 	if err != nil {
-		return "", fmt.Errorf("create netns pin for pod %s: %w", id, err)
+		return "", err
 	}
-	f.Close()
 	if err := unix.Mount(fmt.Sprintf("/proc/%d/ns/net", pid), pin, "", unix.MS_BIND, ""); err != nil {
 		os.Remove(pin)
 		return "", fmt.Errorf("pin netns of pid %d for pod %s: %w", pid, id, err)
 	}
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		errc <- inNetNS(pin, loopbackUp)
-	}()
-	if err := <-errc; err != nil {
+	if err := Do(pin, loopbackUp); err != nil {
 		n.Remove(ctx, pin)
 		return "", fmt.Errorf("netns of pod %s: %w", id, err)
 	}
 	return pin, nil
-}
-
-// inNetNS runs fn on the locked calling thread inside the namespace at
-// path; it unlocks the thread only when it is back in its own.
-func inNetNS(path string, fn func() error) error {
-	orig, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
-	if err != nil {
-		return fmt.Errorf("open current netns: %w", err)
-	}
-	defer orig.Close()
-	target, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer target.Close()
-	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-		return fmt.Errorf("enter netns %s: %w", path, err)
-	}
-	fnErr := fn()
-	if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-		return errors.Join(fnErr, fmt.Errorf("return to host netns: %w", err))
-	}
-	runtime.UnlockOSThread()
-	return fnErr
 }
 
 // unshareAndPin runs on a locked thread; it unlocks it only when the thread
