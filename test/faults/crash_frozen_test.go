@@ -1,9 +1,6 @@
 package faults_test
 
 import (
-	"os"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 
@@ -24,7 +21,7 @@ func TestRestartWithFrozenMonitor(t *testing.T) {
 	healthy := c.newBystander()
 	frozen := c.newBystander()
 
-	mon := monitorPidOf(t, e, frozen.pod)
+	mon := framework.MonitorOf(t, frozen.pod, pausePid(e, frozen.pod))
 	if err := syscall.Kill(mon, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -52,27 +49,4 @@ func TestRestartWithFrozenMonitor(t *testing.T) {
 	thaw()
 	c.removeAll()
 	framework.CheckHost(t, before)
-}
-
-// monitorPidOf finds the berth-monitor process serving pod.
-func monitorPidOf(t *testing.T, e *framework.PodEnv, pod string) int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, en := range entries {
-		pid, err := strconv.Atoi(en.Name())
-		if err != nil {
-			continue
-		}
-		cmd, _ := os.ReadFile("/proc/" + en.Name() + "/cmdline")
-		args := strings.Split(string(cmd), "\x00")
-		if len(args) > 2 && strings.HasSuffix(args[0], "berth-monitor") && args[1] == "--pod" && args[2] == pod &&
-			strings.Contains(string(cmd), e.D.State) {
-			return pid
-		}
-	}
-	t.Fatalf("no monitor process for pod %s", pod)
-	return 0
 }
