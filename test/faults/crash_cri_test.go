@@ -1,7 +1,6 @@
 package faults_test
 
 import (
-	"encoding/json"
 	"net"
 	"strconv"
 	"strings"
@@ -38,13 +37,7 @@ func (c *crasher) ctrPid(id string) string {
 	if resp.Status.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		return ""
 	}
-	var info struct {
-		Pid int `json:"pid"`
-	}
-	if err := json.Unmarshal([]byte(resp.Info["info"]), &info); err != nil || info.Pid <= 0 {
-		c.t.Fatalf("ContainerStatus %s: no pid in verbose info %q: %v", id, resp.Info["info"], err)
-	}
-	return strconv.Itoa(info.Pid)
+	return strconv.Itoa(infoPid(c.t, "ContainerStatus "+id, resp.Info))
 }
 
 // newBystander runs the pod that every case leaves alone.
