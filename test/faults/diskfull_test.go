@@ -118,8 +118,8 @@ func TestDiskFullContainerWrites(t *testing.T) {
 		if len(got) != len(want) {
 			t.Errorf("%s: %d containers listed, want %d", when, len(got), len(want))
 		}
-		if !e.D.Running() || !running(mon) {
-			t.Fatalf("%s: berth running %v, monitor running %v", when, e.D.Running(), running(mon))
+		if !e.D.Running() || !framework.Running(mon) {
+			t.Fatalf("%s: berth running %v, monitor running %v", when, e.D.Running(), framework.Running(mon))
 		}
 	}
 	checkStates("disk full")

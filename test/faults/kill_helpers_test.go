@@ -1,7 +1,6 @@
 package faults_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -70,16 +69,6 @@ func containerPid(e *framework.PodEnv, id string) int {
 	return infoPid(e.T, "container "+id, resp.Info)
 }
 
-// running is false for a process that is gone or a zombie.
-func running(pid int) bool {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(data, ')')
-	return i < 0 || !bytes.HasPrefix(data[i+1:], []byte(" Z"))
-}
-
 func kill(t *testing.T, pid int, what string) {
 	t.Helper()
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
@@ -89,7 +78,7 @@ func kill(t *testing.T, pid int, what string) {
 
 func waitGone(t *testing.T, pid int, what string) {
 	t.Helper()
-	for deadline := time.Now().Add(settle); running(pid); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(settle); framework.Running(pid); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s (pid %d) still runs after %s", what, pid, settle)
 		}

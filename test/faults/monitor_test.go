@@ -197,13 +197,13 @@ func TestKillPause(t *testing.T) {
 				stops.expect(p.ctrs...)
 			} else {
 				for i, id := range p.ctrs {
-					if st := containerState(e, id); st.State != runtimeapi.ContainerState_CONTAINER_RUNNING || !running(p.pids[i]) {
-						t.Errorf("container %s after pause died: %s, process running %v; want it kept running", id, st.State, running(p.pids[i]))
+					if st := containerState(e, id); st.State != runtimeapi.ContainerState_CONTAINER_RUNNING || !framework.Running(p.pids[i]) {
+						t.Errorf("container %s after pause died: %s, process running %v; want it kept running", id, st.State, framework.Running(p.pids[i]))
 					}
 				}
 			}
 			p.checkExited(e)
-			if !running(p.monitor) {
+			if !framework.Running(p.monitor) {
 				t.Errorf("the monitor (pid %d) died with pause", p.monitor)
 			}
 			stopAndRemove(e, p.pod)
@@ -258,8 +258,8 @@ func TestKillContainerProcess(t *testing.T) {
 			if states := listed(e); states[p.ctrs[0]] != runtimeapi.ContainerState_CONTAINER_EXITED || states[p.ctrs[1]] != runtimeapi.ContainerState_CONTAINER_RUNNING {
 				t.Errorf("ListContainers after killing a: %v, want a EXITED and b RUNNING", states)
 			}
-			if !running(p.pids[1]) || !running(p.pause) || !running(p.monitor) {
-				t.Errorf("killing one container took others with it: b %v, pause %v, monitor %v", running(p.pids[1]), running(p.pause), running(p.monitor))
+			if !framework.Running(p.pids[1]) || !framework.Running(p.pause) || !framework.Running(p.monitor) {
+				t.Errorf("killing one container took others with it: b %v, pause %v, monitor %v", framework.Running(p.pids[1]), framework.Running(p.pause), framework.Running(p.monitor))
 			}
 			p.checkExited(e)
 			waitPodState(e, p.pod, runtimeapi.PodSandboxState_SANDBOX_READY)

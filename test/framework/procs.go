@@ -128,6 +128,13 @@ func parentOf(pid int) (int, bool) {
 	return ppid, err == nil
 }
 
+// Running reports whether pid runs: a process that is gone or a zombie
+// does not.
+func Running(pid int) bool {
+	f := statFields(pid)
+	return len(f) > 0 && f[0] != "Z"
+}
+
 func isZombie(pid int) bool {
 	f := statFields(pid)
 	return len(f) > 0 && f[0] == "Z"

@@ -103,7 +103,7 @@ func TestKilledBerthKeepsPodsReady(t *testing.T) {
 	monA := framework.MonitorOf(e.t, idA, infoA.Pid)
 	e.stop(idB) // one stopped pod must come back stopped
 	e.d.Kill()
-	if !processRuns(infoA.Pid) {
+	if !framework.Running(infoA.Pid) {
 		t.Fatal("pause died with berth")
 	}
 	// Pause is not orphaned to init: its parent is still its pod's monitor.

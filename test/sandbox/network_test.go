@@ -15,6 +15,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-runtime/berth/network/cnitest"
+	"github.com/berth-runtime/berth/test/framework"
 )
 
 // listenIn opens a TCP listener inside a pod's network namespace: the
@@ -172,7 +173,7 @@ func TestStopReleasesRemoveLeavesNothing(t *testing.T) {
 	if _, err := os.Stat(info.NetNS); !os.IsNotExist(err) {
 		t.Errorf("netns pin %s still there after stop (%v)", info.NetNS, err)
 	}
-	if _, err := os.Stat(fmt.Sprintf("/proc/%d", info.Pid)); err == nil && processRuns(info.Pid) {
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", info.Pid)); err == nil && framework.Running(info.Pid) {
 		t.Errorf("pause %d still runs after stop", info.Pid)
 	}
 	for range 2 { // idempotent
@@ -184,14 +185,4 @@ func TestStopReleasesRemoveLeavesNothing(t *testing.T) {
 	if _, err := os.Stat(info.Dir); !os.IsNotExist(err) {
 		t.Errorf("pod dir %s left (%v)", info.Dir, err)
 	}
-}
-
-// processRuns reports whether pid runs (a zombie does not).
-func processRuns(pid int) bool {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	i := strings.LastIndexByte(string(data), ')')
-	return i < 0 || !strings.HasPrefix(string(data[i+1:]), " Z")
 }
