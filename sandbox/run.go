@@ -158,6 +158,15 @@ func (m *Manager) create(ctx context.Context, p *pod, cg *podCgroup, hostNet, ho
 	// pause (so that the user namespace owns it), then pinned: CNI ADD
 	// runs after pause instead of beside it.
 	userNS := userNamespace(cfg)
+	// setupNet runs CNI ADD once the pod's netns is pinned.
+	setupNet := func() {
+		t := time.Now()
+		netRes, netErr = m.net.Setup(ctx, networkPod(&p.rec, cfg))
+		steps.cni = time.Since(t)
+		if netErr == nil {
+			m.opts.Faults.Hit(faultpoint.RunCNIAdded, id)
+		}
+	}
 	if !hostNet && userNS == nil {
 		t = time.Now()
 		if _, err := m.netns.Create(ctx, id); err != nil {
@@ -168,12 +177,7 @@ func (m *Manager) create(ctx context.Context, p *pod, cg *podCgroup, hostNet, ho
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			t := time.Now()
-			netRes, netErr = m.net.Setup(ctx, networkPod(&p.rec, cfg))
-			steps.cni = time.Since(t)
-			if netErr == nil {
-				m.opts.Faults.Hit(faultpoint.RunCNIAdded, id)
-			}
+			setupNet()
 		}()
 	}
 	cgDirs, err := cg.Create()
@@ -210,12 +214,7 @@ func (m *Manager) create(ctx context.Context, p *pod, cg *podCgroup, hostNet, ho
 		} else {
 			steps.netns = time.Since(t)
 			m.opts.Faults.Hit(faultpoint.RunNetNS, id)
-			t = time.Now()
-			netRes, netErr = m.net.Setup(ctx, networkPod(&p.rec, cfg))
-			steps.cni = time.Since(t)
-			if netErr == nil {
-				m.opts.Faults.Hit(faultpoint.RunCNIAdded, id)
-			}
+			setupNet()
 		}
 	}
 	wg.Wait()
