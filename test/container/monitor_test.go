@@ -1,9 +1,7 @@
 package container_test
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,15 +45,6 @@ func infoPid(t *testing.T, info map[string]string) int {
 	return v.Pid
 }
 
-func alive(pid int) bool {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(data, ')')
-	return i < 0 || !bytes.HasPrefix(data[i+1:], []byte(" Z"))
-}
-
 // TestMonitorKilled: a pod's monitor dies. Its containers are reported
 // exited with a reason that says so, the pod is not ready (berth ends its
 // pause: nobody would record its exit), and the pod is stopped and
@@ -86,7 +75,7 @@ func TestMonitorKilled(t *testing.T) {
 		}
 	}
 	for _, pid := range []int{pause, ctrPid} {
-		for deadline := time.Now().Add(5 * time.Second); alive(pid); time.Sleep(10 * time.Millisecond) {
+		for deadline := time.Now().Add(5 * time.Second); framework.Running(pid); time.Sleep(10 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("pid %d of the pod still runs", pid)
 			}

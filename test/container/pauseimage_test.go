@@ -110,7 +110,7 @@ func TestPauseImage(t *testing.T) {
 		t.Fatalf("stop: %v", err)
 	}
 	for _, pid := range []int{pause, ctrPid, mon} {
-		for deadline := time.Now().Add(5 * time.Second); alive(pid); time.Sleep(10 * time.Millisecond) {
+		for deadline := time.Now().Add(5 * time.Second); framework.Running(pid); time.Sleep(10 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("pid %d still runs after StopPodSandbox", pid)
 			}
