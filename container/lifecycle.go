@@ -289,14 +289,8 @@ func (s *Service) release(ctx context.Context, rec *Record) error {
 	if !rec.Sandbox {
 		s.opts.Faults.Hit(faultpoint.RemoveCtrMonitor, rec.ID)
 	}
-	if err := unmountRootfs(rec.Dir + "/rootfs"); err != nil {
+	if err := unmountContainerDir(rec.Dir); err != nil {
 		return fmt.Errorf("container %s: %w", rec.ID, err)
-	}
-	if err := unmountImageVolumes(rec.Dir); err != nil {
-		return fmt.Errorf("container %s: image volumes: %w", rec.ID, err)
-	}
-	if err := unmountIDMapScratch(rec.Dir); err != nil {
-		return fmt.Errorf("container %s: id-mapped layers: %w", rec.ID, err)
 	}
 	for _, d := range []string{rec.Dir, rec.Upper} {
 		if err := os.RemoveAll(d); err != nil {

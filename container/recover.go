@@ -121,16 +121,8 @@ func (s *Service) collectOrphans() {
 				continue
 			}
 			p := filepath.Join(parent, e.Name())
-			if err := unmountRootfs(filepath.Join(p, "rootfs")); err != nil {
-				s.log.Warn("unmount orphan rootfs", "path", p, "error", err)
-				continue
-			}
-			if err := unmountImageVolumes(p); err != nil {
-				s.log.Warn("unmount orphan image volumes", "path", p, "error", err)
-				continue
-			}
-			if err := unmountIDMapScratch(p); err != nil {
-				s.log.Warn("unmount orphan id-mapped layers", "path", p, "error", err)
+			if err := unmountContainerDir(p); err != nil {
+				s.log.Warn("unmount orphan container dir", "path", p, "error", err)
 				continue
 			}
 			s.log.Info("removing container leftovers", "path", p)

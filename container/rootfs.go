@@ -98,3 +98,39 @@ func unmountRootfs(target string) error {
 	}
 	return fmt.Errorf("unmount %s: %w", target, err)
 }
+
+// unmountContainerDir unmounts everything a create mounts under a
+// container's state dir (rootfs, image volumes, id-mapped layers),
+// whatever the record says: it runs before the dir is removed, and a
+// removal must never reach into a mount.
+func unmountContainerDir(dir string) error {
+	if err := unmountRootfs(filepath.Join(dir, "rootfs")); err != nil {
+		return err
+	}
+	if err := unmountImageVolumes(dir); err != nil {
+		return fmt.Errorf("image volumes: %w", err)
+	}
+	if err := unmountIDMapScratch(dir); err != nil {
+		return fmt.Errorf("id-mapped layers: %w", err)
+	}
+	return nil
+}
+
+// unmountEach unmounts the entries of dir that want accepts (every one
+// with a nil want); a dir that does not exist has none.
+func unmountEach(dir string, want func(os.DirEntry) bool) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		if want == nil || want(e) {
+			errs = append(errs, unmountRootfs(filepath.Join(dir, e.Name())))
+		}
+	}
+	return errors.Join(errs...)
+}

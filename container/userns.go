@@ -138,18 +138,7 @@ func idmapMount(src, dst string, userns int) error {
 // as they are, a removal could not have deleted layer files, but it must
 // not even try.
 func unmountIDMapScratch(dir string) error {
-	entries, err := os.ReadDir(filepath.Join(dir, idmapDir))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, e := range entries {
-		errs = append(errs, unmountRootfs(filepath.Join(dir, idmapDir, e.Name())))
-	}
-	return errors.Join(errs...)
+	return unmountEach(filepath.Join(dir, idmapDir), nil)
 }
 
 // ProbeUserNamespaces tells why pods cannot have their own user namespace

@@ -180,20 +180,9 @@ func resolveInRoot(root, path string) (string, error) {
 // state dir, whatever the record says: it runs before the dir is
 // removed, and a removal must never reach into a mounted image.
 func unmountImageVolumes(dir string) error {
-	entries, err := os.ReadDir(filepath.Join(dir, volumesDir))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, e := range entries {
-		if e.IsDir() && !strings.HasSuffix(e.Name(), ".empty") {
-			errs = append(errs, unmountRootfs(filepath.Join(dir, volumesDir, e.Name())))
-		}
-	}
-	return errors.Join(errs...)
+	return unmountEach(filepath.Join(dir, volumesDir), func(e os.DirEntry) bool {
+		return e.IsDir() && !strings.HasSuffix(e.Name(), ".empty")
+	})
 }
 
 // releaseImageVolumes drops the leases of a container's image volumes.
