@@ -74,25 +74,10 @@ func TestAttachTTY(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			tm := startOnTerminal(t, e.crictlCmd(ctx, "attach", "-it", "--transport", tr, ctr), 100, 30)
-			pos := 0
-			deadline := time.Now().Add(10 * time.Second)
-			for !strings.Contains(tm.output()[pos:], "30 100") {
-				if time.Now().After(deadline) {
-					t.Fatalf("size not seen:\n%q", tm.output())
-				}
-				tm.send("stty size\n")
-				time.Sleep(200 * time.Millisecond)
-			}
-			pos = len(tm.output())
+			tm.askSize(0, 100, 30, "size")
+			pos := len(tm.output())
 			tm.resize(90, 20)
-			deadline = time.Now().Add(10 * time.Second)
-			for !strings.Contains(tm.output()[pos:], "20 90") {
-				if time.Now().After(deadline) {
-					t.Fatalf("resize not seen:\n%q", tm.output())
-				}
-				tm.send("stty size\n")
-				time.Sleep(200 * time.Millisecond)
-			}
+			tm.askSize(pos, 90, 20, "resize")
 			tm.send("exit 0\n")
 			if err := tm.wait(); err != nil {
 				t.Fatalf("crictl attach: %v\n%q", err, tm.output())

@@ -28,15 +28,7 @@ func TestExecTTY(t *testing.T) {
 			tm.send("stty size\n")
 			pos := tm.expect(0, "24 80")
 			tm.resize(132, 50)
-			// The resize reaches the shell asynchronously: ask until it shows.
-			deadline := time.Now().Add(10 * time.Second)
-			for !strings.Contains(tm.output()[pos:], "50 132") {
-				if time.Now().After(deadline) {
-					t.Fatalf("resize not seen:\n%q", tm.output())
-				}
-				tm.send("stty size\n")
-				time.Sleep(200 * time.Millisecond)
-			}
+			tm.askSize(pos, 132, 50, "resize")
 			tm.send("echo in-$((6*7)); exit 3\n")
 			tm.expect(pos, "in-42")
 			err := tm.wait()

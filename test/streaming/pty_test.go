@@ -119,6 +119,22 @@ func (tm *terminal) expect(from int, want string) int {
 	}
 }
 
+// askSize asks the shell for its size ("stty size") until the output
+// after the first from bytes shows rows and cols: a size change reaches
+// the shell asynchronously. what names the change in the failure.
+func (tm *terminal) askSize(from int, cols, rows uint16, what string) {
+	tm.t.Helper()
+	want := fmt.Sprintf("%d %d", rows, cols)
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(tm.output()[from:], want) {
+		if time.Now().After(deadline) {
+			tm.t.Fatalf("%s not seen:\n%q", what, tm.output())
+		}
+		tm.send("stty size\n")
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // wait waits for the command to exit and returns its error.
 func (tm *terminal) wait() error {
 	tm.t.Helper()
