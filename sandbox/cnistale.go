@@ -71,7 +71,8 @@ func killStalePlugins(pods map[string]bool, log *slog.Logger) {
 }
 
 // stalePlugins lists the live processes whose CNI_CONTAINERID is one of
-// pods.
+// pods. A zombie's environ reads empty (its memory is gone), so one read
+// per process tells both.
 func stalePlugins(pods map[string]bool) []int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -80,7 +81,7 @@ func stalePlugins(pods map[string]bool) []int {
 	var pids []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || !processRuns(pid) {
+		if err != nil {
 			continue
 		}
 		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
