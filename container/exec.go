@@ -69,6 +69,20 @@ func (s *Service) ReopenLog(ctx context.Context, id string) error {
 	return nil
 }
 
+// resourcesUpdate is an UpdateContainerResources request for c as OCI
+// resources, with c's record; c must not have exited.
+func (s *Service) resourcesUpdate(c *ctr, r *runtimeapi.LinuxContainerResources) (Record, *specs.LinuxResources, error) {
+	rec := c.snapshot()
+	if c.isExited() {
+		return rec, nil, fmt.Errorf("%w: container %s is not running", ErrState, rec.ID)
+	}
+	oci := &specs.LinuxResources{}
+	if err := spec.Resources(oci, r, s.host.CgroupV2(), "linux"); err != nil {
+		return rec, nil, fmt.Errorf("%w: container %s: %w", ErrInvalid, rec.ID, err)
+	}
+	return rec, oci, nil
+}
+
 // UpdateResources is UpdateContainerResources: applied to the container's
 // cgroup, then shown by Status.
 func (s *Service) UpdateResources(ctx context.Context, id string, r *runtimeapi.LinuxContainerResources) error {
@@ -84,13 +98,9 @@ func (s *Service) UpdateResources(ctx context.Context, id string, r *runtimeapi.
 	}
 	c.op.Lock()
 	defer c.op.Unlock()
-	rec := c.snapshot()
-	if c.isExited() {
-		return fmt.Errorf("%w: container %s is not running", ErrState, rec.ID)
-	}
-	oci := &specs.LinuxResources{}
-	if err := spec.Resources(oci, r, s.host.CgroupV2(), "linux"); err != nil {
-		return fmt.Errorf("%w: container %s: %w", ErrInvalid, rec.ID, err)
+	rec, oci, err := s.resourcesUpdate(c, r)
+	if err != nil {
+		return err
 	}
 	if !s.host.Hugetlb() {
 		oci.HugepageLimits = nil // as at create

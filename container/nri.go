@@ -177,13 +177,9 @@ func (s *Service) nriCreate(ctx context.Context, rec *Record, cfg *runtimeapi.Co
 func (s *Service) nriUpdateResources(ctx context.Context, c *ctr, r *runtimeapi.LinuxContainerResources) error {
 	ctx, unblock := s.opts.NRI.BlockSync(ctx)
 	defer unblock()
-	rec := c.snapshot()
-	if c.isExited() {
-		return fmt.Errorf("%w: container %s is not running", ErrState, rec.ID)
-	}
-	oci := &specs.LinuxResources{}
-	if err := spec.Resources(oci, r, s.host.CgroupV2(), "linux"); err != nil {
-		return fmt.Errorf("%w: container %s: %w", ErrInvalid, rec.ID, err)
+	rec, oci, err := s.resourcesUpdate(c, r)
+	if err != nil {
+		return err
 	}
 	// Asked before the container's lock is taken: the plugins' updates of
 	// other containers are applied inside, and one of those may be
