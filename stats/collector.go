@@ -112,22 +112,9 @@ func New(opts Options) (*Collector, error) {
 // ContainerStats is ContainerStats: any container, running or not (an
 // exited one has only its writable layer left to measure).
 func (c *Collector) ContainerStats(ctx context.Context, id string) (*runtimeapi.ContainerStats, error) {
-	ctrs := c.opts.Containers.StatsContainers()
-	var found *Container
-	for i := range ctrs {
-		if ctrs[i].ID == id {
-			found = &ctrs[i]
-			break
-		}
-		if id != "" && strings.HasPrefix(ctrs[i].ID, id) {
-			if found != nil {
-				return nil, fmt.Errorf("%w: container id prefix %s is ambiguous", ErrNotFound, id)
-			}
-			found = &ctrs[i]
-		}
-	}
-	if found == nil {
-		return nil, fmt.Errorf("%w: container %s", ErrNotFound, id)
+	found, err := findID(c.opts.Containers.StatsContainers(), id, "container", func(c *Container) string { return c.ID })
+	if err != nil {
+		return nil, err
 	}
 	st, _ := c.containerStats(found, time.Now())
 	return st, nil
@@ -155,24 +142,33 @@ func (c *Collector) ListContainerStats(ctx context.Context, f *runtimeapi.Contai
 
 // PodSandboxStats is PodSandboxStats.
 func (c *Collector) PodSandboxStats(ctx context.Context, id string) (*runtimeapi.PodSandboxStats, error) {
-	pods := c.opts.Pods.StatsPods()
-	var found *Pod
-	for i := range pods {
-		if pods[i].ID == id {
-			found = &pods[i]
-			break
+	found, err := findID(c.opts.Pods.StatsPods(), id, "pod sandbox", func(p *Pod) string { return p.ID })
+	if err != nil {
+		return nil, err
+	}
+	return c.podStats(found, byPod(c.opts.Containers.StatsContainers())[found.ID], time.Now()), nil
+}
+
+// findID finds the item of items whose id (idOf) is id, or the only one
+// it is a prefix of; kind names the items in errors.
+func findID[T any](items []T, id, kind string, idOf func(*T) string) (*T, error) {
+	var found *T
+	for i := range items {
+		iid := idOf(&items[i])
+		if iid == id {
+			return &items[i], nil
 		}
-		if id != "" && strings.HasPrefix(pods[i].ID, id) {
+		if id != "" && strings.HasPrefix(iid, id) {
 			if found != nil {
-				return nil, fmt.Errorf("%w: pod sandbox id prefix %s is ambiguous", ErrNotFound, id)
+				return nil, fmt.Errorf("%w: %s id prefix %s is ambiguous", ErrNotFound, kind, id)
 			}
-			found = &pods[i]
+			found = &items[i]
 		}
 	}
 	if found == nil {
-		return nil, fmt.Errorf("%w: pod sandbox %s", ErrNotFound, id)
+		return nil, fmt.Errorf("%w: %s %s", ErrNotFound, kind, id)
 	}
-	return c.podStats(found, byPod(c.opts.Containers.StatsContainers())[found.ID], time.Now()), nil
+	return found, nil
 }
 
 // ListPodSandboxStats is ListPodSandboxStats: ready pods matching the
