@@ -105,19 +105,10 @@ func (s *Service) Exec(ctx context.Context, id string, cmd []string, st Streams)
 				master.Close()
 			}()
 		}
-		go func() {
-			for {
-				select {
-				case sz, ok := <-st.Resize:
-					if !ok {
-						return
-					}
-					setWinsize(master, sz)
-				case <-gone:
-					return
-				}
-			}
-		}()
+		go forwardResizes(st.Resize, gone, func(sz TermSize) bool {
+			setWinsize(master, sz)
+			return true
+		})
 	} else {
 		i := 0
 		if st.Stdin != nil {
@@ -217,21 +208,9 @@ func (s *Service) Attach(ctx context.Context, id string, st Streams) error {
 		}()
 	}
 	if tty && st.Resize != nil {
-		go func() {
-			for {
-				select {
-				case sz, ok := <-st.Resize:
-					if !ok {
-						return
-					}
-					if sess.WriteFrame(monitor.FrameResize, monitor.ResizePayload(sz.Width, sz.Height)) != nil {
-						return
-					}
-				case <-done:
-					return
-				}
-			}
-		}()
+		go forwardResizes(st.Resize, done, func(sz TermSize) bool {
+			return sess.WriteFrame(monitor.FrameResize, monitor.ResizePayload(sz.Width, sz.Height)) == nil
+		})
 	}
 	for {
 		kind, payload, err := sess.ReadFrame()
@@ -257,6 +236,21 @@ func (s *Service) Attach(ctx context.Context, id string, st Streams) error {
 			if _, err := w.Write(payload); err != nil {
 				return nil // the client went away: detach
 			}
+		}
+	}
+}
+
+// forwardResizes hands each of the client's terminal sizes to apply
+// until the client has no more, stop is closed or apply returns false.
+func forwardResizes(resize <-chan TermSize, stop <-chan struct{}, apply func(TermSize) bool) {
+	for {
+		select {
+		case sz, ok := <-resize:
+			if !ok || !apply(sz) {
+				return
+			}
+		case <-stop:
+			return
 		}
 	}
 }
