@@ -84,8 +84,11 @@ func (SystemHost) CgroupV2() bool {
 }
 
 // Hugetlb implements Host. Mounts do not change under a running berth:
-// looked up once.
-func (h SystemHost) Hugetlb() bool { return hugetlbAvailable(h.CgroupV2()) }
+// looked up once (the cgroup version too).
+func (h SystemHost) Hugetlb() bool {
+	hugetlbOnce.Do(func() { hugetlbOnce.ok = hugetlbAvailable(h.CgroupV2()) })
+	return hugetlbOnce.ok
+}
 
 var hugetlbOnce struct {
 	sync.Once
@@ -93,26 +96,22 @@ var hugetlbOnce struct {
 }
 
 func hugetlbAvailable(v2 bool) bool {
-	hugetlbOnce.Do(func() {
-		if v2 {
-			b, err := os.ReadFile("/sys/fs/cgroup/cgroup.controllers")
-			hugetlbOnce.ok = err == nil && slices.Contains(strings.Fields(string(b)), "hugetlb")
-			return
+	if v2 {
+		b, err := os.ReadFile("/sys/fs/cgroup/cgroup.controllers")
+		return err == nil && slices.Contains(strings.Fields(string(b)), "hugetlb")
+	}
+	// A v1 hierarchy with hugetlb among its controllers (the super
+	// options), where libcontainer's v1 manager looks for it.
+	mounts, err := mountinfo.GetMounts(mountinfo.FSTypeFilter("cgroup"))
+	if err != nil {
+		return false
+	}
+	for _, m := range mounts {
+		if slices.Contains(strings.Split(m.VFSOptions, ","), "hugetlb") {
+			return true
 		}
-		// A v1 hierarchy with hugetlb among its controllers (the super
-		// options), where libcontainer's v1 manager looks for it.
-		mounts, err := mountinfo.GetMounts(mountinfo.FSTypeFilter("cgroup"))
-		if err != nil {
-			return
-		}
-		for _, m := range mounts {
-			if slices.Contains(strings.Split(m.VFSOptions, ","), "hugetlb") {
-				hugetlbOnce.ok = true
-				return
-			}
-		}
-	})
-	return hugetlbOnce.ok
+	}
+	return false
 }
 
 // Exists implements Host.
