@@ -4,11 +4,8 @@ import (
 	"context"
 	"fmt"
 	"path"
-	"path/filepath"
 
 	"github.com/opencontainers/cgroups"
-	"github.com/opencontainers/cgroups/fs"
-	"github.com/opencontainers/cgroups/fs2"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -36,20 +33,15 @@ func (m *Manager) UpdateResources(ctx context.Context, id string, overhead, res 
 		}
 	}
 	r := podResources(overhead, res, cgroups.IsCgroup2UnifiedMode())
-	cg := &cgroups.Cgroup{Path: path.Dir(rec.CgroupPath), Resources: r}
-	var mgr cgroups.Manager
-	if cgroups.IsCgroup2UnifiedMode() {
-		mgr, err = fs2.NewManager(cg, filepath.Join("/sys/fs/cgroup", cg.Path))
-	} else {
-		mgr, err = fs.NewManager(cg, nil)
-	}
+	dir := path.Dir(rec.CgroupPath)
+	cg, err := newPodCgroup(dir)
 	if err == nil {
-		err = mgr.Set(r)
+		err = cg.mgr.Set(r)
 	}
 	if err != nil {
-		return fmt.Errorf("pod %s: update cgroup %s: %w", rec.ID, cg.Path, err)
+		return fmt.Errorf("pod %s: update cgroup %s: %w", rec.ID, dir, err)
 	}
-	m.log.Info("pod sandbox resources updated", "pod", rec.ID, "cgroup", cg.Path,
+	m.log.Info("pod sandbox resources updated", "pod", rec.ID, "cgroup", dir,
 		"cpu_shares", r.CpuShares, "cpu_quota", r.CpuQuota, "memory", r.Memory)
 	if m.opts.NRI.Enabled() {
 		m.opts.NRI.PostUpdatePodSandbox(ctx, nriPod(&rec, cfg))
