@@ -85,15 +85,11 @@ func (s *Server) StreamPodSandboxMetrics(req *runtimeapi.StreamPodSandboxMetrics
 
 // StreamImages streams ListImages' answer.
 func (s *Server) StreamImages(req *runtimeapi.StreamImagesRequest, stream grpc.ServerStreamingServer[runtimeapi.StreamImagesResponse]) error {
-	if s.images == nil {
-		return errNoImages
+	resp, err := s.ListImages(stream.Context(), &runtimeapi.ListImagesRequest{Filter: req.GetFilter()})
+	if err != nil {
+		return err
 	}
-	imgs := s.images.List(req.GetFilter().GetImage().GetImage())
-	out := make([]*runtimeapi.Image, len(imgs))
-	for i, img := range imgs {
-		out[i] = criImage(img)
-	}
-	return sendChunks(out, func(c []*runtimeapi.Image) error {
+	return sendChunks(resp.GetImages(), func(c []*runtimeapi.Image) error {
 		return stream.Send(&runtimeapi.StreamImagesResponse{Images: c})
 	})
 }
