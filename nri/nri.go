@@ -334,6 +334,12 @@ func (n *NRI) StopPodSandbox(ctx context.Context, pod *api.PodSandbox) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.stopPod(ctx, pod)
+}
+
+// stopPod sends StopPodSandbox unless plugins were told already; the
+// caller holds n.mu.
+func (n *NRI) stopPod(ctx context.Context, pod *api.PodSandbox) {
 	if n.state[pod.GetId()] != stateRunning {
 		return
 	}
@@ -381,11 +387,7 @@ func (n *NRI) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) {
 	if n.state[pod.GetId()] == stateUnknown {
 		return
 	}
-	if n.state[pod.GetId()] == stateRunning {
-		if err := n.nri.StopPodSandbox(ctx, &api.StopPodSandboxRequest{Pod: pod}); err != nil {
-			n.log.Warn("NRI StopPodSandbox", "pod", pod.GetId(), "error", err)
-		}
-	}
+	n.stopPod(ctx, pod)
 	if err := n.nri.RemovePodSandbox(ctx, &api.RemovePodSandboxRequest{Pod: pod}); err != nil {
 		n.log.Warn("NRI RemovePodSandbox", "pod", pod.GetId(), "error", err)
 	}
