@@ -3,12 +3,10 @@ package container
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/berth-runtime/berth/container/monitor"
 	"github.com/berth-runtime/berth/container/spec"
+	"github.com/berth-runtime/berth/sandbox/pause"
 )
 
 // User namespaces (mode POD): pause is cloned into the pod's user
@@ -159,36 +158,19 @@ func ProbeUserNamespaces(pauseArgs []string, idmapDirs, searchDirs []string) err
 			return err
 		}
 	}
-	syncR, syncW, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	defer syncR.Close()
 	cmd := exec.Command(pauseArgs[0], pauseArgs[1:]...)
-	cmd.Env = []string{}
-	cmd.Dir = "/"
-	cmd.ExtraFiles = []*os.File{syncW}
-	cmd.SysProcAttr = &unix.SysProcAttr{Setpgid: true, Cloneflags: unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWPID}
 	m := []monitor.IDMap{{ContainerID: 0, HostID: 1 << 30, Size: 65536}}
-	exe, err := monitor.CloneIntoUserNS(cmd, &monitor.UserNS{UIDs: m, GIDs: m})
-	if err != nil {
-		syncW.Close()
-		return err
+	launch := pause.Launch{
+		Cmd: cmd, NewIPC: true, NewUTS: true, NewPID: true, Timeout: 10 * time.Second,
+		Prepare: monitor.PrepareUserNS(&monitor.UserNS{UIDs: m, GIDs: m}),
 	}
-	err = cmd.Start()
-	exe.Close()
-	syncW.Close()
-	if err != nil {
-		return fmt.Errorf("start pause in a user namespace: %w", err)
+	if err := launch.Start(); err != nil {
+		return fmt.Errorf("pause in a user namespace: %w", err)
 	}
 	defer func() {
 		cmd.Process.Kill()
 		cmd.Wait()
 	}()
-	syncR.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if msg, err := io.ReadAll(io.LimitReader(syncR, 4096)); err != nil || string(msg) != "ok" {
-		return fmt.Errorf("pause in a user namespace: %q %v", strings.TrimSpace(string(msg)), err)
-	}
 	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid))
 	if err != nil {
 		return err

@@ -90,3 +90,16 @@ func CloneIntoUserNS(cmd *exec.Cmd, u *UserNS) (*os.File, error) {
 	attr.Credential = &syscall.Credential{Uid: 0, Gid: 0}
 	return exe, nil
 }
+
+// PrepareUserNS is CloneIntoUserNS as a pause launch's Prepare step
+// (sandbox/pause.Launch): its cleanup closes the program's file once
+// pause has started.
+func PrepareUserNS(u *UserNS) func(*exec.Cmd) (func(), error) {
+	return func(cmd *exec.Cmd) (func(), error) {
+		exe, err := CloneIntoUserNS(cmd, u)
+		if err != nil {
+			return nil, err
+		}
+		return func() { exe.Close() }, nil
+	}
+}

@@ -94,13 +94,7 @@ func (p *pauseProc) start(r *monitor.PauseRequest) error {
 		},
 	}
 	if r.UserNS != nil {
-		launch.Prepare = func(cmd *exec.Cmd) (func(), error) {
-			exe, err := monitor.CloneIntoUserNS(cmd, r.UserNS)
-			if err != nil {
-				return nil, err
-			}
-			return func() { exe.Close() }, nil
-		}
+		launch.Prepare = monitor.PrepareUserNS(r.UserNS)
 	}
 	if err := launch.Start(); err != nil {
 		return err
