@@ -95,7 +95,7 @@ func (e exitError) ExitStatus() int { return int(e) }
 // Remote command v5 over WebSocket: v4's channels (0 stdin, 1 stdout,
 // 2 stderr, 3 error, 4 resize) plus a close signal for stdin, which lets
 // a client end its input without ending the connection.
-const protocolV5 = "v5.channel.k8s.io"
+const protocolV5 = remotecommand.StreamProtocolV5Name
 
 // serveV5 runs one exec or attach over a v5 WebSocket and reports its
 // outcome on the error channel as a Kubernetes Status, as v4 does.
