@@ -607,6 +607,16 @@ func runExec(cmd *exec.Cmd) (string, error) {
 	}
 }
 
+// infoPid is the pid in a verbose status's "info" document, 0 if it has
+// none.
+func infoPid(info map[string]string) int {
+	var v struct {
+		Pid int `json:"pid"`
+	}
+	json.Unmarshal([]byte(info["info"]), &v)
+	return v.Pid
+}
+
 // checkBerthKill SIGKILLs berth while the web pod (uid, serving on podIP)
 // runs, checks that its containers keep running and serving, restarts
 // berth, and checks that the kubelet still sees the same pod: the same
@@ -631,11 +641,7 @@ func checkBerthKill(t *testing.T, e *env, uid, podIP string, readyPod func(t *te
 		if err != nil {
 			t.Fatal(err)
 		}
-		var info struct {
-			Pid int `json:"pid"`
-		}
-		json.Unmarshal([]byte(st.Info["info"]), &info)
-		pids = append(pids, info.Pid)
+		pids = append(pids, infoPid(st.Info))
 	}
 	if len(pids) != 2 {
 		t.Fatalf("running containers' pids: %v", pids)

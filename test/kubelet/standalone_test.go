@@ -3,7 +3,6 @@ package kubelet_test
 import (
 	"bufio"
 	"compress/gzip"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -136,14 +135,11 @@ func TestStandalone(t *testing.T) {
 			t.Errorf("berth says the pod IP is %s, the kubelet %s", got, web.Status.PodIP)
 		}
 		// The pod's cgroup is the one the kubelet chose, under its cgroupRoot.
-		var info struct {
-			Pid int `json:"pid"`
-		}
-		json.Unmarshal([]byte(st.Info["info"]), &info)
-		cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", info.Pid))
+		pause := infoPid(st.Info)
+		cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pause))
 		want := e.cgroup + "/kubepods/besteffort/pod" + web.Metadata.UID + "/"
 		if !strings.Contains(string(cg), ":memory:"+want) {
-			t.Errorf("pause (pid %d) is not under %s:\n%s", info.Pid, want, cg)
+			t.Errorf("pause (pid %d) is not under %s:\n%s", pause, want, cg)
 		}
 		// The init container's file, served by the server on the pod IP.
 		waitFor(t, 30*time.Second, "index.html from the pod IP", func() (bool, string) {
@@ -282,12 +278,8 @@ func TestStandalone(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				var info struct {
-					Pid int `json:"pid"`
-				}
-				json.Unmarshal([]byte(st.Info["info"]), &info)
 				g.ip = st.Status.GetNetwork().GetIp()
-				g.pids = append(g.pids, info.Pid)
+				g.pids = append(g.pids, infoPid(st.Info))
 			}
 			all = append(all, g)
 		}
