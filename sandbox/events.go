@@ -24,7 +24,13 @@ func (m *Manager) publishStatus(t runtimeapi.ContainerEventType, id string, st *
 	m.opts.Events.Publish(events.Event{Type: t, ContainerID: id, PodID: id, At: time.Now(), Pod: st})
 }
 
+// publishStarted reports a new pod as created and started, both with the
+// same status, built once.
 func (m *Manager) publishStarted(id string) {
-	m.publish(runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT, id)
-	m.publish(runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT, id)
+	if m.opts.Events == nil {
+		return
+	}
+	st, _, _ := m.Status(context.Background(), id, false)
+	m.publishStatus(runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT, id, st)
+	m.publishStatus(runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT, id, st)
 }
