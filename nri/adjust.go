@@ -3,6 +3,7 @@ package nri
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/containerd/nri/pkg/api"
@@ -46,7 +47,7 @@ func AdjustSpec(s *rspec.Spec, adj *api.ContainerAdjustment, h Host) error {
 	g := generate.SpecGenerator(specGen{s},
 		generate.WithResourceChecker(func(r *rspec.LinuxResources) error {
 			if r != nil && len(r.Unified) > 0 && !h.CgroupV2 {
-				return fmt.Errorf("unified cgroup settings %v on a cgroup v1 host", keys(r.Unified))
+				return unifiedOnV1(r.Unified)
 			}
 			return nil
 		}),
@@ -86,10 +87,7 @@ func lastRlimits(rl []rspec.POSIXRlimit) []rspec.POSIXRlimit {
 	return out
 }
 
-func keys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
+// unifiedOnV1 refuses cgroup v2 settings on a cgroup v1 host.
+func unifiedOnV1(u map[string]string) error {
+	return fmt.Errorf("unified cgroup settings %v on a cgroup v1 host", slices.Collect(maps.Keys(u)))
 }

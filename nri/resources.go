@@ -86,7 +86,7 @@ func MergeResources(cur *rspec.LinuxResources, u *api.LinuxResources, cgroupV2 b
 	}
 	if len(u.Unified) > 0 {
 		if !cgroupV2 {
-			return nil, fmt.Errorf("unified cgroup settings %v on a cgroup v1 host", keys(u.Unified))
+			return nil, unifiedOnV1(u.Unified)
 		}
 		if out.Unified == nil {
 			out.Unified = map[string]string{}
