@@ -66,7 +66,7 @@ func killProcessesUnder(dir string) []string {
 		for time.Now().Before(deadline) {
 			alive := false
 			for _, pid := range tree {
-				if syscall.Kill(pid, 0) == nil && !isZombie(pid) {
+				if Running(pid) {
 					alive = true
 				}
 			}
@@ -133,11 +133,6 @@ func parentOf(pid int) (int, bool) {
 func Running(pid int) bool {
 	f := statFields(pid)
 	return len(f) > 0 && f[0] != "Z"
-}
-
-func isZombie(pid int) bool {
-	f := statFields(pid)
-	return len(f) > 0 && f[0] == "Z"
 }
 
 func cmdlineOf(pid int) string {

@@ -41,7 +41,7 @@ func TestKillProcessesUnder(t *testing.T) {
 		t.Errorf("killed %v, want the monitor first", killed)
 	}
 	<-done
-	if syscall.Kill(child, 0) == nil && !isZombie(child) {
+	if Running(child) {
 		t.Errorf("child %d still runs", child)
 	}
 	if syscall.Kill(bystander.Process.Pid, 0) != nil {

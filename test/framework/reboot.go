@@ -21,7 +21,7 @@ func (d *Daemon) Reboot(t testing.TB, cgroupParents ...string) {
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for _, pid := range procs {
-		for syscall.Kill(pid, 0) == nil && !isZombie(pid) {
+		for Running(pid) {
 			if time.Now().After(deadline) {
 				t.Fatalf("reboot: pid %d (%s) still runs after SIGKILL", pid, cmdlineOf(pid))
 			}
