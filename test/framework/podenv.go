@@ -1,8 +1,6 @@
 package framework
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -31,12 +29,7 @@ func NewPodEnv(t *testing.T, prefix string) *PodEnv {
 	e.Net = n
 	// Registered first, so it runs last: after the daemon's cleanup has
 	// removed the pods inside it.
-	t.Cleanup(func() {
-		dirs, _ := filepath.Glob("/sys/fs/cgroup/*" + e.Parent)
-		for _, d := range dirs {
-			os.Remove(d)
-		}
-	})
+	t.Cleanup(func() { RemoveCgroup(e.Parent) })
 	e.D = StartDaemon(t, WithArgs("--cni-conf-dir", n.ConfDir, "--cni-bin-dir", n.BinDir))
 	if _, err := e.D.Image.PullImage(Ctx(t), &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: e.Image}}); err != nil {
 		t.Fatalf("pull %s: %v", e.Image, err)
