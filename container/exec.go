@@ -80,6 +80,11 @@ func (s *Service) resourcesUpdate(c *ctr, r *runtimeapi.LinuxContainerResources)
 	if err := spec.Resources(oci, r, s.host.CgroupV2(), "linux"); err != nil {
 		return rec, nil, fmt.Errorf("%w: container %s: %w", ErrInvalid, rec.ID, err)
 	}
+	if !s.host.Hugetlb() {
+		// As at create: the kubelet sends limits for every page size,
+		// which a host without the controller cannot take.
+		oci.HugepageLimits = nil
+	}
 	return rec, oci, nil
 }
 
@@ -101,9 +106,6 @@ func (s *Service) UpdateResources(ctx context.Context, id string, r *runtimeapi.
 	rec, oci, err := s.resourcesUpdate(c, r)
 	if err != nil {
 		return err
-	}
-	if !s.host.Hugetlb() {
-		oci.HugepageLimits = nil // as at create
 	}
 	if _, err := s.existingMonitor(rec.PodID).client.Call(ctx, &monitor.Request{Op: monitor.OpUpdate, ID: rec.ID, Resources: oci}); err != nil {
 		if monitor.IsCode(err, monitor.CodeNotRunning) {
