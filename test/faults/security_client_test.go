@@ -56,8 +56,34 @@ func secOwner(t *testing.T, path string) (fs.FileMode, uint32, uint32) {
 // (their mode means nothing); subtrees others cannot enter are skipped.
 func secOthersReach(dir string) []string {
 	var found []string
+	secOthersWalk(dir, func(p string, fi fs.FileInfo) {
+		if fi.Mode().Perm()&0o002 != 0 {
+			found = append(found, fmt.Sprintf("%s (%s)", p, fi.Mode()))
+		}
+	})
+	return found
+}
+
+// secOthersRead lists the regular files under dir that a host user who is
+// neither root nor in the file's group could read and that hold needle.
+func secOthersRead(dir, needle string) []string {
+	var found []string
+	secOthersWalk(dir, func(p string, fi fs.FileInfo) {
+		if fi.Mode().IsRegular() && fi.Mode().Perm()&0o004 != 0 {
+			if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), needle) {
+				found = append(found, p)
+			}
+		}
+	})
+	return found
+}
+
+// secOthersWalk calls visit for dir and everything under it that others
+// can get to: every ancestor from / and every dir on the way lets them
+// search it. Symlinks are left out.
+func secOthersWalk(dir string, visit func(p string, fi fs.FileInfo)) {
 	if !secOthersSearch(filepath.Dir(dir)) {
-		return nil
+		return
 	}
 	filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {
 		if err != nil {
@@ -67,43 +93,12 @@ func secOthersReach(dir string) []string {
 		if err != nil || fi.Mode()&fs.ModeSymlink != 0 {
 			return nil
 		}
-		if fi.Mode().Perm()&0o002 != 0 {
-			found = append(found, fmt.Sprintf("%s (%s)", p, fi.Mode()))
-		}
+		visit(p, fi)
 		if de.IsDir() && fi.Mode().Perm()&0o001 == 0 {
 			return filepath.SkipDir
 		}
 		return nil
 	})
-	return found
-}
-
-// secOthersRead lists the regular files under dir that a host user who is
-// neither root nor in the file's group could read and that hold needle.
-func secOthersRead(dir, needle string) []string {
-	var found []string
-	if !secOthersSearch(filepath.Dir(dir)) {
-		return nil
-	}
-	filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		fi, err := de.Info()
-		if err != nil {
-			return nil
-		}
-		if de.IsDir() && fi.Mode().Perm()&0o001 == 0 {
-			return filepath.SkipDir
-		}
-		if fi.Mode().IsRegular() && fi.Mode().Perm()&0o004 != 0 {
-			if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), needle) {
-				found = append(found, p)
-			}
-		}
-		return nil
-	})
-	return found
 }
 
 // secOthersSearch reports whether others may search every dir from / to
