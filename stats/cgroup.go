@@ -152,13 +152,29 @@ func (c *Cgroups) Read(cg string) *Sample {
 	bp := c.bufs.Get().(*[]byte)
 	defer c.bufs.Put(bp)
 	r := reader{buf: *bp}
+	s := c.sample(&r, cg)
+	*bp = r.buf
+	return s
+}
+
+// ReadWithDetail is Read and ReadDetail of cg at once: the files both
+// parse (memory.stat; cpu.stat on v2) are read once.
+func (c *Cgroups) ReadWithDetail(cg string) (*Sample, *Detail) {
+	bp := c.bufs.Get().(*[]byte)
+	defer c.bufs.Put(bp)
+	r := reader{buf: *bp, keyedRead: map[string]map[string]uint64{}}
+	s, d := c.sample(&r, cg), c.detail(&r, cg)
+	*bp = r.buf
+	return s, d
+}
+
+func (c *Cgroups) sample(r *reader, cg string) *Sample {
 	s := &Sample{At: time.Now()}
 	if c.v2 != nil {
-		c.readV2(&r, cg, s)
+		c.readV2(r, cg, s)
 	} else {
-		c.readV1(&r, cg, s)
+		c.readV1(r, cg, s)
 	}
-	*bp = r.buf
 	return s
 }
 
@@ -247,7 +263,12 @@ func (c *Cgroups) readV2(r *reader, cg string, s *Sample) {
 }
 
 // reader reads small kernel files into a reused buffer.
-type reader struct{ buf []byte }
+type reader struct {
+	buf []byte
+	// keyedRead, if not nil, keeps what keyed parsed, by path, for a
+	// second look at the same file.
+	keyedRead map[string]map[string]uint64
+}
 
 // read returns the file's content, valid until the next read. A kernel
 // file the buffer holds comes in one read(2); os.ReadFile would add a
@@ -285,11 +306,18 @@ func (r *reader) uint(p string) (uint64, bool) {
 }
 
 func (r *reader) keyed(p string) (map[string]uint64, error) {
+	if m, ok := r.keyedRead[p]; ok {
+		return m, nil
+	}
 	b, err := r.read(p)
 	if err != nil {
 		return nil, err
 	}
-	return parseKeyed(b), nil
+	m := parseKeyed(b)
+	if r.keyedRead != nil {
+		r.keyedRead[p] = m
+	}
+	return m, nil
 }
 
 func sub(a, b uint64) uint64 {

@@ -40,19 +40,24 @@ func (c *Cgroups) ReadDetail(cg string) *Detail {
 	bp := c.bufs.Get().(*[]byte)
 	defer c.bufs.Put(bp)
 	r := reader{buf: *bp}
+	d := c.detail(&r, cg)
+	*bp = r.buf
+	return d
+}
+
+func (c *Cgroups) detail(r *reader, cg string) *Detail {
 	d := &Detail{}
 	var procsFile string
 	if c.v2 != nil {
-		procsFile = c.readDetailV2(&r, cg, d)
+		procsFile = c.readDetailV2(r, cg, d)
 	} else {
-		procsFile = c.readDetailV1(&r, cg, d)
+		procsFile = c.readDetailV1(r, cg, d)
 	}
 	if procsFile != "" {
 		if b, err := r.read(procsFile); err == nil {
 			d.FileDescriptors, d.Sockets = countFDs(string(b))
 		}
 	}
-	*bp = r.buf
 	return d
 }
 

@@ -171,7 +171,7 @@ func (c *Collector) containerMetrics(ctr Container, ns, pod string, now time.Tim
 		out = append(out, metric("container_start_time_seconds", uint64(ctr.StartedAt.Unix()), 0, l...))
 	}
 	if ctr.Cgroup != "" {
-		s, d := c.cg.Read(ctr.Cgroup), c.cg.ReadDetail(ctr.Cgroup)
+		s, d := c.cg.ReadWithDetail(ctr.Cgroup)
 		if s.HasCPU {
 			out = append(out, metric("container_cpu_usage_seconds_total", s.CPU/1e9, 0, l...))
 		}
