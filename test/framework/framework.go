@@ -19,6 +19,7 @@ package framework
 import (
 	"net"
 	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -35,6 +36,20 @@ func CNIBinDir(t testing.TB) string { return requireEnv(t, EnvCNIBinDir, "CNI pl
 
 // Crictl returns $BERTH_CRICTL or skips the test.
 func Crictl(t testing.TB) string { return requireEnv(t, EnvCrictl, "crictl") }
+
+// CrictlOrCached is $BERTH_CRICTL, else the test bed's cached build
+// (hack/install-tools, under the default $BERTH_CACHE), else it skips the
+// test.
+func CrictlOrCached(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv(EnvCrictl); p != "" {
+		return p
+	}
+	if m, _ := filepath.Glob("/var/cache/berth-dev/cri-tools-*/crictl"); len(m) > 0 {
+		return m[0]
+	}
+	return Crictl(t)
+}
 
 // TestRegistry returns $BERTH_TEST_REGISTRY or skips the test.
 func TestRegistry(t testing.TB) string {

@@ -13,19 +13,8 @@ import (
 	"github.com/berth-runtime/berth/test/framework"
 )
 
-// crictlBinary is $BERTH_CRICTL, else the testbed's cached build.
-func crictlBinary(t *testing.T) string {
-	if p := os.Getenv(framework.EnvCrictl); p != "" {
-		return p
-	}
-	if m, _ := filepath.Glob("/var/cache/berth-dev/cri-tools-*/crictl"); len(m) > 0 {
-		return m[0]
-	}
-	return framework.Crictl(t) // skips
-}
-
 func TestCrictlPodLifecycle(t *testing.T) {
-	crictl := crictlBinary(t)
+	crictl := framework.CrictlOrCached(t)
 	e := newEnv(t)
 	// No host /etc/crictl.yaml may change what this test runs against.
 	emptyConfig := filepath.Join(t.TempDir(), "crictl.yaml")

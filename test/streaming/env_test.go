@@ -21,22 +21,11 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	framework.RequireRoot(t)
-	crictl := crictlBinary(t)
+	crictl := framework.CrictlOrCached(t)
 	e := &env{PodEnv: framework.NewPodEnv(t, "berth-stream-e2e"), crictl: crictl}
 	e.cfg = filepath.Join(t.TempDir(), "crictl.yaml")
 	os.WriteFile(e.cfg, nil, 0o644)
 	return e
-}
-
-// crictlBinary is $BERTH_CRICTL, else the test bed's cached build.
-func crictlBinary(t *testing.T) string {
-	if p := os.Getenv(framework.EnvCrictl); p != "" {
-		return p
-	}
-	if m, _ := filepath.Glob("/var/cache/berth-dev/cri-tools-*/crictl"); len(m) > 0 {
-		return m[0]
-	}
-	return framework.Crictl(t) // skips
 }
 
 // crictlCmd is a crictl command against the daemon.
