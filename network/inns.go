@@ -5,49 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"runtime"
 
-	"golang.org/x/sys/unix"
+	"github.com/berth-runtime/berth/internal/netnsdo"
 )
 
 // Do runs fn on a locked OS thread that has entered the network namespace
 // pinned at path. Sockets fn creates belong to that namespace for their
 // whole life, and /proc/thread-self/net shows it. The thread is thrown
 // away if it cannot return to its own namespace.
-func Do(path string, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		err, back := doIn(path, fn)
-		if back {
-			runtime.UnlockOSThread()
-		}
-		errc <- err
-	}()
-	return <-errc
-}
-
-func doIn(path string, fn func() error) (err error, back bool) {
-	orig, err := os.Open("/proc/thread-self/ns/net")
-	if err != nil {
-		return fmt.Errorf("open current netns: %w", err), true
-	}
-	defer orig.Close()
-	target, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("open netns %s: %w", path, err), true
-	}
-	defer target.Close()
-	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-		return fmt.Errorf("enter netns %s: %w", path, err), true
-	}
-	err = fn()
-	if serr := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); serr != nil {
-		return errors.Join(err, fmt.Errorf("return from netns %s: %w", path, serr)), false
-	}
-	return err, true
-}
+func Do(path string, fn func() error) error { return netnsdo.Do(path, fn) }
 
 // DialLocal connects to port on the loopback address of the network
 // namespace pinned at path (the host's when path is empty): IPv4 first,

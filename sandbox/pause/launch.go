@@ -6,12 +6,11 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/berth-runtime/berth/internal/netnsdo"
 )
 
 // Launch starts a pause process: the pod's monitor does it on berth's own
@@ -121,29 +120,5 @@ func startInNetNS(path string, cmd *exec.Cmd) error {
 	if path == "" {
 		return cmd.Start()
 	}
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		errc <- func() error {
-			orig, err := os.Open("/proc/thread-self/ns/net")
-			if err != nil {
-				return err
-			}
-			defer orig.Close()
-			target, err := os.Open(path)
-			if err != nil {
-				return fmt.Errorf("open netns: %w", err)
-			}
-			defer target.Close()
-			if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-				return fmt.Errorf("enter netns %s: %w", path, err)
-			}
-			err = cmd.Start()
-			if unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET) == nil {
-				runtime.UnlockOSThread()
-			}
-			return err
-		}()
-	}()
-	return <-errc
+	return netnsdo.Do(path, cmd.Start)
 }
