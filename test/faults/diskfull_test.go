@@ -46,7 +46,7 @@ func TestDiskFullPull(t *testing.T) {
 	}
 
 	pull(t, e.D, e.Image)
-	pod, cfg := runPod(e, "afterfull", nil)
+	pod, cfg := e.RunPod("afterfull")
 	id := e.Run(pod, cfg, "c", "echo ok", nil)
 	if st := e.WaitExit(id, settle); st.ExitCode != 0 {
 		t.Errorf("container from an image pulled after the failed pull: exit %d (%s)", st.ExitCode, st.Message)
@@ -66,7 +66,7 @@ func TestDiskFullContainerWrites(t *testing.T) {
 	pull(t, e.D, e.Image)
 	before := framework.SnapshotHost(t, e.Scope())
 	logs := filepath.Join(disk, "logs")
-	pod, cfg := runPod(e, "filler", func(c *runtimeapi.PodSandboxConfig) { c.LogDirectory = logs })
+	pod, cfg := e.RunPodWith("filler", func(c *runtimeapi.PodSandboxConfig) { c.LogDirectory = logs })
 
 	keeper := e.Run(pod, cfg, "keeper", "exec sleep 100000", nil)
 	done := e.Run(pod, cfg, "done", "echo bye", nil)

@@ -19,26 +19,6 @@ import (
 // and a wait that runs out is a failure, not a measurement.
 const settle = 60 * time.Second
 
-// runPod runs a pod of e's, letting tweak change its config first (a
-// shared PID namespace, say).
-func runPod(e *framework.PodEnv, name string, tweak func(*runtimeapi.PodSandboxConfig)) (string, *runtimeapi.PodSandboxConfig) {
-	e.T.Helper()
-	cfg := &runtimeapi.PodSandboxConfig{
-		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "faults", Uid: "uid-" + name + "-" + framework.RandHex(3)},
-		Hostname:     name,
-		LogDirectory: e.T.TempDir(),
-		Linux:        &runtimeapi.LinuxPodSandboxConfig{CgroupParent: e.Parent},
-	}
-	if tweak != nil {
-		tweak(cfg)
-	}
-	resp, err := e.D.Runtime.RunPodSandbox(framework.Ctx(e.T), &runtimeapi.RunPodSandboxRequest{Config: cfg})
-	if err != nil {
-		e.T.Fatalf("RunPodSandbox %s: %v", name, err)
-	}
-	return resp.PodSandboxId, cfg
-}
-
 // infoPid is the pid in a verbose status's "info" document.
 func infoPid(t *testing.T, what string, info map[string]string) int {
 	t.Helper()

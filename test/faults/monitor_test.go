@@ -34,7 +34,7 @@ type podUnderTest struct {
 func startPod(e *framework.PodEnv, name string, pid runtimeapi.NamespaceMode) podUnderTest {
 	e.T.Helper()
 	ns := &runtimeapi.NamespaceOption{Pid: pid}
-	pod, cfg := runPod(e, name, func(c *runtimeapi.PodSandboxConfig) {
+	pod, cfg := e.RunPodWith(name, func(c *runtimeapi.PodSandboxConfig) {
 		c.Linux.SecurityContext = &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: ns}
 	})
 	withNS := func(c *runtimeapi.ContainerConfig) {

@@ -46,7 +46,7 @@ func testReboot(t *testing.T, e *framework.PodEnv, images []string) {
 	before := framework.SnapshotHost(t, e.Scope())
 	var old []string
 	for _, name := range []string{"web", "db"} {
-		pod, cfg := runPod(e, name, nil)
+		pod, cfg := e.RunPod(name)
 		old = append(old, pod)
 		old = append(old, e.Run(pod, cfg, "main", "exec sleep 100000", nil))
 		done := e.Run(pod, cfg, "init", "echo ran", nil)
@@ -93,7 +93,7 @@ func testReboot(t *testing.T, e *framework.PodEnv, images []string) {
 	}
 
 	// What the kubelet does next: the pod again, from the images on disk.
-	pod, cfg := runPod(e, "web", nil)
+	pod, cfg := e.RunPod("web")
 	id := e.Run(pod, cfg, "main", "echo back after the reboot", nil)
 	if st := e.WaitExit(id, settle); st.ExitCode != 0 {
 		t.Errorf("container after the reboot: exit %d (%s %s)", st.ExitCode, st.Reason, st.Message)

@@ -37,7 +37,15 @@ func NewPodEnv(t *testing.T, prefix string) *PodEnv {
 	return e
 }
 
+// RunPod runs a pod under e's cgroup parent.
 func (e *PodEnv) RunPod(name string) (string, *runtimeapi.PodSandboxConfig) {
+	e.T.Helper()
+	return e.RunPodWith(name, nil)
+}
+
+// RunPodWith is RunPod letting tweak change the pod's config first (a
+// shared PID namespace, say).
+func (e *PodEnv) RunPodWith(name string, tweak func(*runtimeapi.PodSandboxConfig)) (string, *runtimeapi.PodSandboxConfig) {
 	e.T.Helper()
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "e2e", Uid: "uid-" + name + "-" + RandHex(3)},
@@ -45,9 +53,12 @@ func (e *PodEnv) RunPod(name string) (string, *runtimeapi.PodSandboxConfig) {
 		LogDirectory: e.T.TempDir(),
 		Linux:        &runtimeapi.LinuxPodSandboxConfig{CgroupParent: e.Parent},
 	}
+	if tweak != nil {
+		tweak(cfg)
+	}
 	resp, err := e.D.Runtime.RunPodSandbox(Ctx(e.T), &runtimeapi.RunPodSandboxRequest{Config: cfg})
 	if err != nil {
-		e.T.Fatalf("RunPodSandbox: %v", err)
+		e.T.Fatalf("RunPodSandbox %s: %v", name, err)
 	}
 	return resp.PodSandboxId, cfg
 }
