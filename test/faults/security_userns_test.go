@@ -26,18 +26,12 @@ func TestSecurityUserNamespaceContainerDir(t *testing.T) {
 	const hostID = 1 << 20
 	mapping := []*runtimeapi.IDMapping{{ContainerId: 0, HostId: hostID, Length: 65536}}
 	userns := &runtimeapi.UserNamespace{Mode: runtimeapi.NamespaceMode_POD, Uids: mapping, Gids: mapping}
-	cfg := &runtimeapi.PodSandboxConfig{
-		Metadata:     &runtimeapi.PodSandboxMetadata{Name: "userns", Namespace: "e2e", Uid: "uid-userns-" + framework.RandHex(3)},
-		LogDirectory: t.TempDir(),
-		Linux: &runtimeapi.LinuxPodSandboxConfig{CgroupParent: e.Parent, SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+	pod, cfg := e.RunPodWith("userns", func(c *runtimeapi.PodSandboxConfig) {
+		c.Linux.SecurityContext = &runtimeapi.LinuxSandboxSecurityContext{
 			NamespaceOptions: &runtimeapi.NamespaceOption{UsernsOptions: userns},
-		}},
-	}
-	resp, err := e.D.Runtime.RunPodSandbox(framework.Ctx(t), &runtimeapi.RunPodSandboxRequest{Config: cfg})
-	if err != nil {
-		t.Fatalf("RunPodSandbox: %v", err)
-	}
-	ctr := e.Run(resp.PodSandboxId, cfg, "app", "sleep 100000", func(c *runtimeapi.ContainerConfig) {
+		}
+	})
+	ctr := e.Run(pod, cfg, "app", "sleep 100000", func(c *runtimeapi.ContainerConfig) {
 		c.Linux = &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
 			NamespaceOptions: &runtimeapi.NamespaceOption{UsernsOptions: userns},
 		}}
