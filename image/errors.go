@@ -13,4 +13,10 @@ var (
 	ErrUnauthorized = errors.New("registry refused the credentials")
 	// ErrStalled: a registry sent nothing for longer than the stall timeout.
 	ErrStalled = errors.New("registry stalled")
+	// ErrInvalidArchive: an image archive given to Import is malformed,
+	// inconsistent or hostile.
+	ErrInvalidArchive = errors.New("invalid image archive")
+	// ErrAlreadyExists: a tag names another image and the caller did not
+	// ask to move it.
+	ErrAlreadyExists = errors.New("image tag already exists")
 )

@@ -157,6 +157,7 @@ func (s *Service) viewLocked(img *imageRecord) Image {
 		Username:       username,
 		Config:         img.config,
 		Pulled:         img.Pulled,
+		Pinned:         img.Pinned || s.pinned[img.ID],
 	}
 	for _, r := range slices.Concat(img.RepoTags, img.RepoDigests) {
 		if s.pinned[r] {

@@ -101,15 +101,18 @@ func (s *Service) load(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// removeTemps deletes unfinished layers and import spools.
 func (s *Service) removeTemps() error {
-	entries, err := os.ReadDir(s.layerDir)
-	if err != nil {
-		return fmt.Errorf("list layers: %w", err)
-	}
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), tempPrefix) {
-			if err := os.RemoveAll(filepath.Join(s.layerDir, e.Name())); err != nil {
-				return fmt.Errorf("remove unfinished layer %s: %w", e.Name(), err)
+	for _, dir := range []string{s.layerDir, s.root} {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return fmt.Errorf("list %s: %w", dir, err)
+		}
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), tempPrefix) {
+				if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+					return fmt.Errorf("remove unfinished %s: %w", e.Name(), err)
+				}
 			}
 		}
 	}

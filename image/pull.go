@@ -272,7 +272,8 @@ func (s *Service) commitImage(ref Reference, p *pulled) (string, error) {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	img := s.images[id]
+	e := s.editLocked()
+	img := e.image(id)
 	if img == nil {
 		img = &imageRecord{
 			ID:             id,
@@ -290,35 +291,16 @@ func (s *Service) commitImage(ref Reference, p *pulled) (string, error) {
 		if err := img.setConfig(p.config); err != nil {
 			return "", err
 		}
+		e.add(img)
 	}
-	next := *img
-	next.Pulled = time.Now().UTC()
-	next.RepoDigests = addSorted(img.RepoDigests, repoDigest)
-	next.RepoTags = slices.Clone(img.RepoTags)
-	var moved *imageRecord
+	img.Pulled = time.Now().UTC()
+	img.RepoDigests = addSorted(img.RepoDigests, repoDigest)
 	if ref.Tag != "" {
-		tag := ref.String()
-		next.RepoTags = addSorted(next.RepoTags, tag)
-		if other, ok := s.refs[tag]; ok && other != id {
-			o := *s.images[other]
-			o.RepoTags = slices.DeleteFunc(slices.Clone(o.RepoTags), func(t string) bool { return t == tag })
-			moved = &o
-		}
+		e.tag(ref.String(), id)
 	}
-	if moved != nil {
-		if err := s.imageRecs.Put(digestHex(moved.ID), moved); err != nil {
-			return "", err
-		}
-		s.dropRefsLocked(s.images[moved.ID])
-		s.addImageLocked(moved)
-	}
-	if err := s.imageRecs.Put(digestHex(id), &next); err != nil {
+	if err := e.commit(); err != nil {
 		return "", err
 	}
-	if s.images[id] != nil {
-		s.dropRefsLocked(s.images[id])
-	}
-	s.addImageLocked(&next)
 	return id, nil
 }
 

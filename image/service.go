@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,8 +40,10 @@ type Options struct {
 	StallTimeout time.Duration
 	// MaxConcurrentDownloads: zero means DefaultMaxConcurrentDownloads.
 	MaxConcurrentDownloads int
-	// PinnedImages are references reported as pinned, which the kubelet
-	// then never garbage-collects (the pause image, typically).
+	// PinnedImages are references (or image IDs) reported as pinned,
+	// which the kubelet then never garbage-collects: the pause image and
+	// the pinned_images key. An image's own record can also say it is
+	// pinned (Import with Pinned).
 	PinnedImages []string
 	// Platform picked from a multi-platform index; zero means linux and
 	// the architecture berth runs on.
@@ -60,7 +63,7 @@ type Service struct {
 	layerDir string
 	platform v1.Platform
 	regs     *registries
-	pinned   map[string]bool // normalised references
+	pinned   map[string]bool // normalised references and image IDs
 
 	secure, insecure http.RoundTripper // stall-guarded connection pools
 	downloads        chan struct{}     // semaphore over layer downloads
@@ -92,6 +95,9 @@ type imageRecord struct {
 	Layers         []layerRef // bottom first
 	Size           int64
 	Pulled         time.Time
+	// Pinned images are never garbage-collected by the kubelet; the flag
+	// stays until the image is removed.
+	Pinned bool `json:",omitempty"`
 
 	config []byte // raw config JSON, kept in memory for status queries
 	user   string
@@ -164,6 +170,10 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		leases:    map[string]*leaseRecord{},
 	}
 	for _, p := range opts.PinnedImages {
+		if hex, ok := strings.CutPrefix(p, "sha256:"); ok && len(hex) == 64 && isHex(hex) {
+			s.pinned[p] = true
+			continue
+		}
 		ref, err := ParseReference(p)
 		if err != nil {
 			return nil, fmt.Errorf("pinned image: %w", err)
