@@ -1,0 +1,115 @@
+// Command kindnode builds berth's kind node image offline, from Debian's apt
+// mirror (debootstrap) and what the project builds itself, into the local
+// Docker Engine; `kind build node-image` cannot be used here (it needs the
+// network and containerd).
+//
+//	kindnode rootfs   the Debian root filesystem tar (cached by its package list); prints its path
+//	kindnode build    the node image (cached by a hash of all its inputs); prints its tag
+//
+// The image is kindest/node's equivalent with berth in containerd's place:
+// systemd, kubelet/kubeadm/kubectl, berth with its monitor and pause, the CNI
+// plugins, crictl, the entrypoint and units of files/, and the control
+// plane's images preloaded into berth's store under /var. hack/kind runs it;
+// docs/kind.md says what is in the image and why.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintf(os.Stderr, "kindnode: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	if len(args) == 0 {
+		return errors.New("usage: kindnode rootfs|build [flags]")
+	}
+	cmd, args := args[0], args[1:]
+	var b builder
+	fs := flag.NewFlagSet("kindnode "+cmd, flag.ContinueOnError)
+	fs.StringVar(&b.cacheDir, "cache", "", "directory of the cached root filesystems and the build's scratch space (required)")
+	fs.StringVar(&b.mirror, "mirror", "", "Debian mirror for debootstrap; empty means the first deb URI of /etc/apt/sources.list.d/debian.sources")
+	fs.StringVar(&b.heavyLock, "heavy-lock", "/tmp/berth-heavy.lock", "lock file held while debootstrap runs (one heavy job at a time); empty: none")
+	fs.StringVar(&b.srcDir, "src", "", "this program's source directory: files/ is copied into the image, and the sources are inputs of the image's hash (required for build)")
+	fs.StringVar(&b.kubeVersion, "kubernetes-version", "", "Kubernetes version of the binaries, written to /kind/version (required for build)")
+	fs.StringVar(&b.kubeDir, "kubernetes-dir", "", "directory holding kubelet, kubeadm and kubectl (required for build)")
+	fs.StringVar(&b.berthDir, "berth-dir", "", "directory holding berth, berth-monitor, berth-pause and, if built, berth-ctr (required for build)")
+	fs.StringVar(&b.cniDir, "cni-dir", "", "directory of the CNI plugins (required for build)")
+	fs.StringVar(&b.crictl, "crictl", "", "the crictl binary (required for build)")
+	fs.StringVar(&b.imagesDir, "images", "", "directory of the images to preload (hack/kind-images: images.txt and one archive per image); empty: none")
+	fs.StringVar(&b.repo, "repo", "berth/node", "repository of the image's tag")
+	fs.BoolVar(&b.keepOld, "keep-old", false, "keep the older images of the repository (by default a build removes those no container uses)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if b.cacheDir == "" {
+		return errors.New("-cache is required")
+	}
+	b.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	switch cmd {
+	case "rootfs":
+		path, err := b.rootfs(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Println(path)
+	case "build":
+		for name, v := range map[string]string{"-src": b.srcDir, "-kubernetes-version": b.kubeVersion,
+			"-kubernetes-dir": b.kubeDir, "-berth-dir": b.berthDir, "-cni-dir": b.cniDir, "-crictl": b.crictl} {
+			if v == "" {
+				return fmt.Errorf("%s is required", name)
+			}
+		}
+		tag, err := b.build(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Println(tag)
+	default:
+		return fmt.Errorf("unknown command %q (rootfs, build)", cmd)
+	}
+	return nil
+}
+
+// builder holds one build's inputs.
+type builder struct {
+	log       *slog.Logger
+	cacheDir  string
+	mirror    string
+	heavyLock string
+
+	srcDir      string
+	kubeVersion string
+	kubeDir     string
+	berthDir    string
+	cniDir      string
+	crictl      string
+	imagesDir   string
+	repo        string
+	keepOld     bool
+}
+
+// scratch makes a temporary directory in the cache (on the same file
+// system as the results, so they are renamed into place).
+func (b *builder) scratch(pattern string) (string, error) {
+	dir := filepath.Join(b.cacheDir, "tmp")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("create scratch dir: %w", err)
+	}
+	return os.MkdirTemp(dir, pattern)
+}
