@@ -86,5 +86,6 @@ tool (
 	github.com/containernetworking/plugins/plugins/main/bridge
 	github.com/containernetworking/plugins/plugins/main/loopback
 	github.com/containernetworking/plugins/plugins/main/ptp
+	github.com/containernetworking/plugins/plugins/meta/firewall
 	github.com/containernetworking/plugins/plugins/meta/portmap
 )

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/containernetworking/cni/libcni"
@@ -28,19 +30,22 @@ type Config struct {
 	CacheDir string
 	IfName   string
 	// Default, when set, is written to ConfDir at start if it holds no
-	// configuration.
+	// configuration, or, if it follows the pod CIDR, once the kubelet
+	// sends one (SetPodCIDRs).
 	Default *DefaultNetwork
 }
 
 // CNI runs CNI plugins for pods. It is safe for concurrent use.
 type CNI struct {
-	cfg  Config
-	lib  *libcni.CNIConfig
-	log  *slog.Logger
-	mu   sync.Mutex
-	fp   string
-	list *libcni.NetworkConfigList
-	err  error // why list is nil
+	cfg Config
+	lib *libcni.CNIConfig
+	log *slog.Logger
+	// writeMu orders rewrites of the default network by SetPodCIDRs.
+	writeMu sync.Mutex
+	mu      sync.Mutex
+	fp      string
+	list    *libcni.NetworkConfigList
+	err     error // why list is nil
 	// podCIDRs comes from UpdateRuntimeConfig and is handed to IPAM.
 	podCIDRs []string
 }
@@ -56,13 +61,20 @@ func NewCNI(cfg Config, log *slog.Logger) (*CNI, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	if cfg.Default != nil {
-		path, written, err := WriteDefault(cfg.ConfDir, *cfg.Default)
+	switch d := cfg.Default; {
+	case d == nil:
+	case d.FollowPodCIDR:
+		if d.Subnet != "" {
+			return nil, fmt.Errorf("default network: a subnet (%s) and following the pod CIDR exclude each other", d.Subnet)
+		}
+		log.Info("default CNI network follows the pod CIDR: written when the kubelet sends it", "dir", cfg.ConfDir, "bridge", d.Bridge)
+	default:
+		path, written, err := WriteDefault(cfg.ConfDir, *d)
 		if err != nil {
 			return nil, err
 		}
 		if written {
-			log.Info("wrote default CNI network", "path", path, "subnet", cfg.Default.Subnet, "bridge", cfg.Default.Bridge)
+			log.Info("wrote default CNI network", "path", path, "subnet", d.Subnet, "bridge", d.Bridge)
 		}
 	}
 	return &CNI{
@@ -87,9 +99,12 @@ func (c *CNI) network() (*libcni.NetworkConfigList, error) {
 		return c.list, c.err
 	}
 	c.fp = fp
-	if len(files) == 0 {
+	switch {
+	case len(files) == 0 && c.cfg.Default != nil && c.cfg.Default.FollowPodCIDR:
+		c.list, c.err = nil, fmt.Errorf("%w in %s: %w", ErrNoConfig, c.cfg.ConfDir, ErrNoPodCIDR)
+	case len(files) == 0:
 		c.list, c.err = nil, fmt.Errorf("%w in %s", ErrNoConfig, c.cfg.ConfDir)
-	} else {
+	default:
 		c.list, c.err = loadConfFile(files[0])
 		if c.err == nil {
 			c.log.Info("loaded CNI network", "name", c.list.Name, "file", files[0], "cniVersion", c.list.CNIVersion)
@@ -113,11 +128,26 @@ func (c *CNI) Ready(ctx context.Context) error {
 	return nil
 }
 
-// SetPodCIDRs records the node's pod CIDRs, passed to IPAM as ipRanges.
+// SetPodCIDRs records the node's pod CIDRs, passed to IPAM as ipRanges,
+// and writes the default network on them when it follows the pod CIDR.
+// A failed write is returned, and the kubelet sends the CIDR again.
 func (c *CNI) SetPodCIDRs(cidrs []string) error {
 	for _, s := range cidrs {
 		if _, _, err := net.ParseCIDR(s); err != nil {
 			return fmt.Errorf("pod CIDR %q: %w", s, err)
+		}
+	}
+	if d := c.cfg.Default; d != nil && d.FollowPodCIDR && len(cidrs) > 0 {
+		c.writeMu.Lock()
+		path, written, err := WriteDefaultForPodCIDRs(c.cfg.ConfDir, *d, cidrs)
+		c.writeMu.Unlock()
+		switch {
+		case err != nil:
+			return fmt.Errorf("default network on pod CIDR %s: %w", strings.Join(cidrs, ","), err)
+		case written:
+			c.log.Info("wrote default CNI network on the pod CIDR", "path", path, "pod_cidr", strings.Join(cidrs, ","), "bridge", d.Bridge)
+		case filepath.Base(path) != DefaultNetworkFile:
+			c.log.Info("pod CIDR not written: another CNI config is in use", "config", path, "pod_cidr", strings.Join(cidrs, ","))
 		}
 	}
 	c.mu.Lock()

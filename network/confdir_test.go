@@ -93,7 +93,7 @@ func TestDefaultNetwork(t *testing.T) {
 	for _, p := range list.Plugins {
 		types = append(types, p.Network.Type)
 	}
-	if got := strings.Join(types, ","); got != "bridge,portmap,loopback" {
+	if got := strings.Join(types, ","); got != "bridge,portmap,loopback,firewall" {
 		t.Fatalf("plugins = %s", got)
 	}
 	body := string(list.Bytes)

@@ -31,9 +31,11 @@ func newPods(ctx context.Context, cfg *config.Config, log *slog.Logger, containe
 		// Leases live beside the pods they belong to: on the volatile
 		// state root, gone at reboot with the pods themselves.
 		netCfg.Default = &network.DefaultNetwork{
-			Bridge:  cfg.CNI.DefaultBridge,
-			Subnet:  cfg.CNI.DefaultSubnet,
-			DataDir: filepath.Join(cfg.State, "cni", "networks"),
+			Bridge:        cfg.CNI.DefaultBridge,
+			Subnet:        cfg.CNI.DefaultSubnet,
+			FollowPodCIDR: cfg.CNI.DefaultPodCIDR,
+			NoMasquerade:  !cfg.CNI.DefaultMasquerade,
+			DataDir:       filepath.Join(cfg.State, "cni", "networks"),
 		}
 	}
 	cni, err := network.NewCNI(netCfg, log)

@@ -60,9 +60,11 @@ type CNI struct {
 	BinDirs []string `toml:"bin_dirs" flag:"cni-bin-dir" check:"abs" doc:"Directories searched for CNI plugin binaries, in order."`
 	// The default network lets berth run pods on a bare host: a bridge
 	// with a private subnet, masqueraded, with hostPort support.
-	DefaultNetwork bool   `toml:"default_network" flag:"default-network" doc:"When conf_dir holds no network config at start, write a default one: a bridge (default_bridge) with host-local IPs from default_subnet, masquerade, portmap and loopback."`
-	DefaultBridge  string `toml:"default_bridge" flag:"default-network-bridge" check:"ifname" doc:"Bridge of the default network; empty means berth0."`
-	DefaultSubnet  string `toml:"default_subnet" flag:"default-network-subnet" check:"cidr" doc:"Pod subnet of the default network; empty means 10.88.0.0/16."`
+	DefaultNetwork    bool   `toml:"default_network" flag:"default-network" doc:"When conf_dir holds no network config at start, write a default one (10-berth.conflist): a bridge (default_bridge) with host-local IPs from default_subnet (or the pod CIDR, see default_pod_cidr), masquerade (default_masquerade), portmap, loopback and the firewall plugin, which accepts pod traffic in FORWARD (a host running Docker has policy DROP there)."`
+	DefaultBridge     string `toml:"default_bridge" flag:"default-network-bridge" check:"ifname" doc:"Bridge of the default network; empty means berth0. The bridge holds the first address of each subnet, the pods' gateway."`
+	DefaultSubnet     string `toml:"default_subnet" flag:"default-network-subnet" check:"cidr" doc:"Pod subnet of the default network; empty means 10.88.0.0/16. Not with default_pod_cidr."`
+	DefaultPodCIDR    bool   `toml:"default_pod_cidr" flag:"default-network-pod-cidr" doc:"The default network's subnet is the pod CIDR the kubelet sends (UpdateRuntimeConfig), as containerd's conf_template: nothing is written, and NetworkReady is false with a message saying so, until it arrives; 10-berth.conflist is rewritten atomically if it changes (another config in use is left alone). Needs default_network; excludes default_subnet."`
+	DefaultMasquerade bool   `toml:"default_masquerade" flag:"default-network-masquerade" doc:"Masquerade traffic from the default network's pods to outside its subnet (the bridge plugin's ipMasq). false where something else masquerades, as flannel's --ip-masq in a kind node, so that pods on other nodes see pod source IPs."`
 }
 
 // NRI configures NRI plugin support.
@@ -90,8 +92,9 @@ func Default() *Config {
 		StreamAddress:  "127.0.0.1:0",
 		SocketGroup:    "",
 		CNI: CNI{
-			ConfDir: "/etc/cni/net.d",
-			BinDirs: []string{"/opt/cni/bin"},
+			ConfDir:           "/etc/cni/net.d",
+			BinDirs:           []string{"/opt/cni/bin"},
+			DefaultMasquerade: true,
 		},
 		NRI: NRI{
 			SocketPath:                "/var/run/nri/nri.sock",

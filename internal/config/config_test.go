@@ -100,7 +100,7 @@ bin_dirs = ["/x", "/y"]
 				c.Address, c.Root, c.State = "/tmp/b.sock", "/tmp/root", "/tmp/state"
 				c.CgroupDriver, c.LogLevel, c.LogFormat = "systemd", "debug", "json"
 				c.MetricsAddress, c.SocketGroup = ":9100", "1000"
-				c.CNI = CNI{ConfDir: "/tmp/net.d", BinDirs: []string{"/x", "/y"}}
+				c.CNI.ConfDir, c.CNI.BinDirs = "/tmp/net.d", []string{"/x", "/y"}
 			},
 		},
 		{name: "unix scheme stripped", toml: `address = "unix:///run/x.sock"`, want: func(c *Config) { c.Address = "/run/x.sock" }},
@@ -196,7 +196,7 @@ func TestLoad(t *testing.T) {
 			c.Address, c.Root, c.State = "/s/b.sock", "/r", "/s"
 			c.CgroupDriver, c.LogLevel, c.LogFormat = "systemd", "warn", "json"
 			c.MetricsAddress, c.SocketGroup = "127.0.0.1:0", "adm"
-			c.CNI = CNI{ConfDir: "/n", BinDirs: []string{"/b"}}
+			c.CNI.ConfDir, c.CNI.BinDirs = "/n", []string{"/b"}
 		}},
 		{name: "invalid flag value", defaultPath: missing, args: []string{"--cgroup-driver", "foo"}, wantErr: `invalid --cgroup-driver "foo": want cgroupfs or systemd`},
 		{name: "flag fixes invalid file value", args: []string{"--config", bad, "--cgroup-driver", "systemd"}, want: func(c *Config) { c.CgroupDriver = "systemd" }},

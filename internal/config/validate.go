@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -25,7 +26,23 @@ func (e *ValueError) Error() string {
 // Validate checks every key against its check tag and returns the first
 // failure as a *ValueError.
 func (c *Config) Validate() error {
-	return walkLeaves(nil, reflect.ValueOf(c).Elem(), validateLeaf)
+	if err := walkLeaves(nil, reflect.ValueOf(c).Elem(), validateLeaf); err != nil {
+		return err
+	}
+	return c.validateCombinations()
+}
+
+// validateCombinations checks keys that only make sense together.
+func (c *Config) validateCombinations() error {
+	if c.CNI.DefaultPodCIDR {
+		if !c.CNI.DefaultNetwork {
+			return errors.New("cni.default_pod_cidr needs cni.default_network = true")
+		}
+		if c.CNI.DefaultSubnet != "" {
+			return errors.New("cni.default_pod_cidr and cni.default_subnet exclude each other: the pod CIDR is the default network's subnet")
+		}
+	}
+	return nil
 }
 
 func validateLeaf(l leaf) error {

@@ -1,6 +1,7 @@
 // Package cnitest gives tests a private CNI network: the project's plugin
 // binaries, a conf dir with a bridge network of its own (bridge name,
-// subnet, host-local lease dir), and a plugin that always fails. Each
+// subnet, host-local lease dir, the firewall plugin's FORWARD rules), and
+// a plugin that always fails. Each
 // network is removed again when the test ends, so tests of several
 // packages can run side by side on one host.
 package cnitest
@@ -23,7 +24,7 @@ import (
 )
 
 // Plugins is the set a bridge network needs.
-var Plugins = []string{"bridge", "host-local", "loopback", "portmap", "ptp"}
+var Plugins = []string{"bridge", "host-local", "loopback", "portmap", "ptp", "firewall"}
 
 var (
 	buildOnce sync.Once
@@ -70,7 +71,7 @@ func build() (string, error) {
 	}
 	pkgs := map[string]string{
 		"bridge": "main/bridge", "host-local": "ipam/host-local", "loopback": "main/loopback",
-		"portmap": "meta/portmap", "ptp": "main/ptp",
+		"portmap": "meta/portmap", "ptp": "main/ptp", "firewall": "meta/firewall",
 	}
 	args := []string{"build", "-o", dir + "/"}
 	for _, p := range Plugins {
@@ -114,6 +115,7 @@ func NewNet(t testing.TB) *Net {
 	n.WriteConf(t, "10-"+n.Name+".conflist", n.Conflist("bridge"))
 	t.Cleanup(func() {
 		DeleteIPTablesRules(n.Name)
+		DeleteFirewallRules(n.Subnet)
 		DeleteLink(n.Bridge)
 	})
 	return n
@@ -254,8 +256,9 @@ func DeleteIPTablesRules(name string) {
 }
 
 // Conflist is the network's configuration (bridge with masquerading,
-// host-local, portmap, loopback) with bridgePlugin as its first plugin:
-// "bridge", or a test's wrapper around it.
+// host-local, portmap, loopback, firewall) with bridgePlugin as its first
+// plugin: "bridge", or a test's wrapper around it. The firewall plugin
+// makes it work on a host whose FORWARD policy is DROP (Docker's).
 func (n *Net) Conflist(bridgePlugin string) map[string]any {
 	return map[string]any{
 		"cniVersion": "1.0.0",
@@ -271,6 +274,46 @@ func (n *Net) Conflist(bridgePlugin string) map[string]any {
 			},
 			map[string]any{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}},
 			map[string]any{"type": "loopback"},
+			map[string]any{"type": "firewall"},
 		},
+	}
+}
+
+// FirewallRules lists the rules of the firewall plugin's CNI-FORWARD chain
+// (filter table) that name an address of subnet: what its ADD made for
+// pods of that subnet and its DEL removes again.
+func FirewallRules(subnet *net.IPNet) []string {
+	out, err := exec.Command("iptables-save", "-t", "filter").Output()
+	if err != nil {
+		return nil
+	}
+	var rules []string
+	for line := range strings.Lines(string(out)) {
+		args, err := shellwords.Parse(strings.TrimSpace(line))
+		if err != nil || len(args) < 2 || args[0] != "-A" || args[1] != "CNI-FORWARD" {
+			continue
+		}
+		for i, a := range args {
+			if (a == "-s" || a == "-d") && i+1 < len(args) {
+				if ip, _, err := net.ParseCIDR(args[i+1]); err == nil && subnet.Contains(ip) {
+					rules = append(rules, strings.TrimSpace(line))
+					break
+				}
+			}
+		}
+	}
+	return rules
+}
+
+// DeleteFirewallRules removes what FirewallRules lists: the safety net
+// for a test that failed before its pods' DEL.
+func DeleteFirewallRules(subnet *net.IPNet) {
+	for _, r := range FirewallRules(subnet) {
+		args, err := shellwords.Parse(r)
+		if err != nil {
+			continue
+		}
+		args[0] = "-D"
+		exec.Command("iptables", append([]string{"-t", "filter"}, args...)...).Run()
 	}
 }

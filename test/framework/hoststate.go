@@ -1,12 +1,15 @@
 package framework
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/berth-runtime/berth/network/cnitest"
 )
 
 // HostScope says which parts of the host belong to one test. Other tests
@@ -35,6 +38,10 @@ type HostScope struct {
 	// test that simulates a reboot keeps the kernel's rules that a real
 	// one would drop. It costs an iptables-save (~10 ms).
 	NAT bool
+	// Subnets are the Networks' pod subnets: with NAT, the firewall
+	// plugin's rules for their addresses (filter table, CNI-FORWARD) are
+	// listed too.
+	Subnets []*net.IPNet
 	// Daemons are left out of the process list (they name their dir
 	// in their own command line) while they run.
 	Daemons []*Daemon
@@ -59,6 +66,7 @@ func (e *PodEnv) Scope() HostScope {
 		s.LeaseDirs = []string{e.Net.DataDir}
 		s.Bridges = []string{e.Net.Bridge}
 		s.Networks = []string{e.Net.Name}
+		s.Subnets = []*net.IPNet{e.Net.Subnet}
 	}
 	return s
 }
@@ -132,6 +140,11 @@ func SnapshotHost(t testing.TB, scope HostScope) HostState {
 	if scope.NAT {
 		for _, r := range natRules(scope.Networks) {
 			add("iptables", r)
+		}
+		for _, subnet := range scope.Subnets {
+			for _, r := range cnitest.FirewallRules(subnet) {
+				add("iptables", r)
+			}
 		}
 	}
 	for id, cmd := range scopeProcs(scope) {
