@@ -78,6 +78,7 @@ func daemonCommand(args []string, stdout, stderr io.Writer) int {
 func usage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "usage: berth [flags]          run the CRI daemon")
 	fmt.Fprintln(w, "       berth config default   print the default configuration file")
+	fmt.Fprintln(w, "       berth images import|tag   load image archives, tag images (berth images --help)")
 	fmt.Fprintln(w, "\nflags:")
 	fs.SetOutput(w)
 	fs.PrintDefaults()
@@ -116,6 +117,11 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return err
 	}
 	defer unlockSocket()
+	unlockRoot, err := lockRoot(cfg.Root)
+	if err != nil {
+		return err
+	}
+	defer unlockRoot()
 	sock, err := listenSocket(cfg.Address, cfg.SocketGroup)
 	if err != nil {
 		return err
@@ -198,8 +204,14 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		}
 	}
 
+	adminSrv, err := listenAdmin(cfg.Address, images, log)
+	if err != nil {
+		return err
+	}
+	defer adminSrv.close(log)
+
 	g := srv.GRPCServer()
-	serveErr := make(chan error, 2)
+	serveErr := make(chan error, 3)
 	go func() {
 		if err := g.Serve(sock.listener); err != nil {
 			serveErr <- fmt.Errorf("serve CRI on %s: %w", cfg.Address, err)
@@ -207,6 +219,11 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}()
 	go func() {
 		if err := streams.Serve(); err != nil {
+			serveErr <- err
+		}
+	}()
+	go func() {
+		if err := adminSrv.serve(); err != nil {
 			serveErr <- err
 		}
 	}()

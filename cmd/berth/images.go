@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/berth-runtime/berth/image"
@@ -37,7 +38,7 @@ func newImages(ctx context.Context, cfg *config.Config, log *slog.Logger, faults
 			IdentityToken: r.IdentityToken,
 		}
 	}
-	var pinned []string
+	pinned := slices.Clone(cfg.PinnedImages)
 	if cfg.PauseImage != "" {
 		pinned = append(pinned, cfg.PauseImage)
 	}

@@ -28,6 +28,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return configCommand(args[2:], stdout, stderr)
 		case "debug":
 			return debugCommand(args[2:], stdout, stderr)
+		case "images":
+			return imagesCommand(args[2:], os.Stdin, stdout, stderr)
 		case pause.Subcommand:
 			return pause.Main(args[2:])
 		}

@@ -30,6 +30,18 @@ func lockState(dir string) (unlock func(), err error) {
 	return unlock, err
 }
 
+// lockRoot takes an exclusive lock on the persistent root, so that no
+// two berths (a daemon, or berth images import --root) write one image
+// store at the same time.
+func lockRoot(dir string) (unlock func(), err error) {
+	path := filepath.Join(dir, lockFile)
+	unlock, err = lockPath(path)
+	if errors.Is(err, errLocked) {
+		return nil, fmt.Errorf("another berth is already using root dir %s (%s is locked)", dir, path)
+	}
+	return unlock, err
+}
+
 // lockSocket takes an exclusive lock beside the socket path, so that two
 // daemons with different state dirs cannot both decide at the same moment
 // that the socket is stale and take it over.

@@ -26,18 +26,19 @@ const (
 
 // Config is the daemon configuration.
 type Config struct {
-	Address        string `toml:"address" flag:"address" check:"required abs" doc:"Unix socket the CRI services are served on (a unix:// prefix is accepted)."`
-	Root           string `toml:"root" flag:"root" check:"required abs" doc:"Persistent state: image content, unpacked layers, image metadata."`
-	State          string `toml:"state" flag:"state" check:"required abs" doc:"Volatile state (should be on tmpfs): pod and container records, network namespace pins, the lock file."`
-	CgroupDriver   string `toml:"cgroup_driver" flag:"cgroup-driver" check:"oneof=cgroupfs|systemd" doc:"Cgroup driver reported to the kubelet and used for pods: cgroupfs or systemd."`
-	LogLevel       string `toml:"log_level" flag:"log-level" check:"oneof=debug|info|warn|error" doc:"Log level: debug, info, warn or error. debug logs every CRI call."`
-	LogFormat      string `toml:"log_format" flag:"log-format" check:"oneof=text|json" doc:"Log format on stderr: text or json."`
-	MetricsAddress string `toml:"metrics_address" flag:"metrics-address" check:"hostport" doc:"host:port to serve Prometheus metrics on at /metrics; empty disables them."`
-	StreamAddress  string `toml:"stream_address" flag:"stream-address" check:"required hostport" doc:"host:port of the streaming server (exec, attach, port-forward URLs); port 0 picks a free port. The URLs name this host, so it must be an address the kubelet reaches, not 0.0.0.0."`
-	SocketGroup    string `toml:"socket_group" flag:"socket-group" doc:"Group name or numeric gid that owns the socket (mode 0660); empty keeps root."`
-	PauseImage     string `toml:"pause_image" flag:"pause-image" doc:"Image run as every pod's infra (pause) container instead of the pause built into berth, e.g. registry.k8s.io/pause:3.10; pulled (through the registry mirrors) when a pod needs it and it is missing."`
-	CNI            CNI    `toml:"cni" doc:"Pod networking with CNI plugins."`
-	NRI            NRI    `toml:"nri" doc:"NRI (Node Resource Interface) plugins, as in containerd and CRI-O: they see every pod and container event and may adjust containers as they are created (devices, mounts, environment, resources...) and update them later. See docs/nri.md."`
+	Address        string   `toml:"address" flag:"address" check:"required abs" doc:"Unix socket the CRI services are served on (a unix:// prefix is accepted)."`
+	Root           string   `toml:"root" flag:"root" check:"required abs" doc:"Persistent state: image content, unpacked layers, image metadata."`
+	State          string   `toml:"state" flag:"state" check:"required abs" doc:"Volatile state (should be on tmpfs): pod and container records, network namespace pins, the lock file."`
+	CgroupDriver   string   `toml:"cgroup_driver" flag:"cgroup-driver" check:"oneof=cgroupfs|systemd" doc:"Cgroup driver reported to the kubelet and used for pods: cgroupfs or systemd."`
+	LogLevel       string   `toml:"log_level" flag:"log-level" check:"oneof=debug|info|warn|error" doc:"Log level: debug, info, warn or error. debug logs every CRI call."`
+	LogFormat      string   `toml:"log_format" flag:"log-format" check:"oneof=text|json" doc:"Log format on stderr: text or json."`
+	MetricsAddress string   `toml:"metrics_address" flag:"metrics-address" check:"hostport" doc:"host:port to serve Prometheus metrics on at /metrics; empty disables them."`
+	StreamAddress  string   `toml:"stream_address" flag:"stream-address" check:"required hostport" doc:"host:port of the streaming server (exec, attach, port-forward URLs); port 0 picks a free port. The URLs name this host, so it must be an address the kubelet reaches, not 0.0.0.0."`
+	SocketGroup    string   `toml:"socket_group" flag:"socket-group" doc:"Group name or numeric gid that owns the socket (mode 0660); empty keeps root."`
+	PauseImage     string   `toml:"pause_image" flag:"pause-image" doc:"Image run as every pod's infra (pause) container instead of the pause built into berth, e.g. registry.k8s.io/pause:3.10; pulled (through the registry mirrors) when a pod needs it and it is missing."`
+	PinnedImages   []string `toml:"pinned_images" doc:"Image references (or image IDs) always reported pinned, so that the kubelet's image garbage collection never removes them, whatever their records say. pause_image is pinned too, and so is every image imported with berth images import --pinned."`
+	CNI            CNI      `toml:"cni" doc:"Pod networking with CNI plugins."`
+	NRI            NRI      `toml:"nri" doc:"NRI (Node Resource Interface) plugins, as in containerd and CRI-O: they see every pod and container event and may adjust containers as they are created (devices, mounts, environment, resources...) and update them later. See docs/nri.md."`
 
 	ImagePullStallTimeout  string              `toml:"image_pull_stall_timeout" flag:"image-pull-stall-timeout" check:"duration" doc:"A pull fails when a registry sends nothing for this long (a Go duration such as 1m or 30s; 0 disables the check)."`
 	MaxConcurrentDownloads int                 `toml:"max_concurrent_downloads" flag:"max-concurrent-downloads" doc:"Image layers downloaded at the same time, across all pulls."`
