@@ -1,4 +1,4 @@
 // Package images holds the programs that hack/build-images compiles into the
-// offline test images (one static binary per subdirectory). They are test
-// fixtures, not part of berth.
+// offline test images, and hack/kind-images into the images a kind node
+// preloads (one static binary per subdirectory). They are not part of berth.
 package images

@@ -38,30 +38,35 @@ type builder struct {
 	out    string            // $BERTH_IMAGES
 	rootfs map[string]string // -rootfs NAME=DIR
 	tmp    string            // scratch directory for layer tars
-	// tars caches the built tar of a rootfs/entries layer by its source, since
-	// computing the key of an image already needs it.
-	tars map[string]tarFile
+	// keys caches the content key of a rootfs/entries layer by its source:
+	// the sha256 of its tar, streamed, never written (a cached image needs
+	// only the key, and a kind node's binaries make a few hundred MB of it).
+	keys map[string]string
+	// tars caches the tar file of a layer by its source, for the images that
+	// must be built.
+	tars map[string]string
 }
 
-type tarFile struct{ path, diffID string }
-
 // layerKey returns what identifies the layer's content: its declared key, or
-// the sha256 of its tar (built once into b.tmp and kept for the image build).
+// the sha256 of its tar.
 func (b *builder) layerKey(src layerSource) (string, error) {
 	if k := src.key(); k != "" {
 		return k, nil
 	}
-	id := fmt.Sprintf("%T%+v", src, src)
-	if t, ok := b.tars[id]; ok {
-		return "sha256:" + t.diffID, nil
+	id := sourceID(src)
+	if k, ok := b.keys[id]; ok {
+		return k, nil
 	}
-	p, diffID, err := writeTarFile(b.tmp, src, b.rootfs)
-	if err != nil {
-		return "", err
+	h := sha256.New()
+	if err := src.writeTar(h, b.rootfs); err != nil {
+		return "", fmt.Errorf("layer %q: %w", src.describe(), err)
 	}
-	b.tars[id] = tarFile{p, diffID}
-	return "sha256:" + diffID, nil
+	k := "sha256:" + hex.EncodeToString(h.Sum(nil))
+	b.keys[id] = k
+	return k, nil
 }
+
+func sourceID(src layerSource) string { return fmt.Sprintf("%T%+v", src, src) }
 
 // imageKey hashes everything an image is made from.
 func (b *builder) imageKey(spec imageSpec) (string, error) {
@@ -168,16 +173,26 @@ func (b *builder) makeImage(spec imageSpec) (v1.Image, error) {
 	return mutate.ConfigFile(img, cf)
 }
 
-// tarPath returns the layer's uncompressed tar, building it when needed.
+// tarPath returns the layer's uncompressed tar, written into b.tmp the first
+// time an image being built needs it.
 func (b *builder) tarPath(src layerSource) (string, error) {
-	if _, err := b.layerKey(src); err != nil {
+	id := sourceID(src)
+	if p, ok := b.tars[id]; ok {
+		return p, nil
+	}
+	key, err := b.layerKey(src)
+	if err != nil {
 		return "", err
 	}
-	if src.key() == "" {
-		return b.tars[fmt.Sprintf("%T%+v", src, src)].path, nil
+	p, diffID, err := writeTarFile(b.tmp, src, b.rootfs)
+	if err != nil {
+		return "", err
 	}
-	p, _, err := writeTarFile(b.tmp, src, b.rootfs)
-	return p, err
+	if src.key() == "" && key != "sha256:"+diffID {
+		return "", fmt.Errorf("layer %q changed while the image was built", src.describe())
+	}
+	b.tars[id] = p
+	return p, nil
 }
 
 // buildIndex builds the index's images, then the index, each cached.
@@ -284,9 +299,9 @@ func loadIndex(dir string) (v1.ImageIndex, error) {
 	return ii.ImageIndex(d.Digest)
 }
 
-// build builds (or finds cached) every image and index of the table and
-// writes $BERTH_IMAGES/current.json, which push reads.
-func build(out string, rootfs map[string]string) error {
+// withBuilder runs f with a builder whose scratch directory lives in out
+// (beside the layouts, so tars are renamed, not copied) until f returns.
+func withBuilder(out string, rootfs map[string]string, f func(*builder) error) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
@@ -295,7 +310,17 @@ func build(out string, rootfs map[string]string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	b := &builder{out: out, rootfs: rootfs, tmp: tmp, tars: map[string]tarFile{}}
+	return f(&builder{out: out, rootfs: rootfs, tmp: tmp, keys: map[string]string{}, tars: map[string]string{}})
+}
+
+// build builds (or finds cached) every image and index of the table and
+// writes $BERTH_IMAGES/current.json, which push reads.
+func build(out string, rootfs map[string]string) error {
+	return withBuilder(out, rootfs, buildTable)
+}
+
+func buildTable(b *builder) error {
+	out := b.out
 	var current []builtImage
 	for _, spec := range images() {
 		img, dir, err := b.buildImage(spec)
@@ -323,17 +348,35 @@ func build(out string, rootfs map[string]string) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(out, ".current-")
+	return writeFileAtomic(filepath.Join(out, "current.json"), append(data, '\n'))
+}
+
+// writeFileAtomic writes data to a temporary file beside path and renames it
+// over path, so a reader sees the old content or the new, never a part.
+func writeFileAtomic(path string, data []byte) error {
+	return writeAtomic(path, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// writeAtomic is writeFileAtomic for content that write streams.
+func writeAtomic(path string, write func(io.Writer) error) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(f.Name())
-	if _, err := f.Write(append(data, '\n')); err != nil {
+	if err := write(f); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(0o644); err != nil {
 		f.Close()
 		return err
 	}
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return os.Rename(f.Name(), filepath.Join(out, "current.json"))
+	return os.Rename(f.Name(), path)
 }

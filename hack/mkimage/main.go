@@ -4,6 +4,10 @@
 //	mkimage build -out DIR -rootfs NAME=DIR ...   build every image of the table (images.go)
 //	                                              into DIR/oci/NAME/KEY (OCI layouts), reusing
 //	                                              any whose inputs did not change; write DIR/current.json
+//	mkimage kind -out DIR -dest DEST -rootfs NAME=DIR ... -kubernetes V -etcd TAG -coredns V -pause TAG -flannel V
+//	                                              build the kind node's images (kind.go) into DIR/oci the
+//	                                              same way; write DEST/NAME.tar (OCI layout, reference
+//	                                              annotated) for each and DEST/images.txt
 //	mkimage push -images DIR -registry HOST:PORT [-user U -password P]
 //	                                              push what current.json lists, under all its references
 //	mkimage list                                  print every reference the table pushes
@@ -40,6 +44,7 @@ func (f rootfsFlag) Set(v string) error {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, `usage: mkimage build -out DIR [-rootfs NAME=DIR ...]
+       mkimage kind -out DIR -dest DEST [-rootfs NAME=DIR ...] -kubernetes V -etcd TAG -coredns V -pause TAG -flannel V
        mkimage push -images DIR -registry HOST:PORT [-user USER -password PASSWORD] [-jobs N]
        mkimage list
        mkimage htpasswd USER PASSWORD
@@ -69,6 +74,22 @@ func main() {
 			log.Fatal("build: -out or $BERTH_IMAGES is required")
 		}
 		err = build(*out, rootfs)
+	case "kind":
+		out := fs.String("out", os.Getenv("BERTH_IMAGES"), "image cache directory ($BERTH_IMAGES)")
+		dest := fs.String("dest", "", "directory for the image tars and images.txt")
+		rootfs := rootfsFlag{}
+		fs.Var(rootfs, "rootfs", "NAME=DIR: a root filesystem the table refers to (repeatable)")
+		var t kindTags
+		fs.StringVar(&t.kubernetes, "kubernetes", "", "tag of kube-apiserver, -controller-manager, -scheduler, -proxy")
+		fs.StringVar(&t.etcd, "etcd", "", "tag of etcd")
+		fs.StringVar(&t.coredns, "coredns", "", "tag of coredns")
+		fs.StringVar(&t.pause, "pause", "", "tag of pause")
+		fs.StringVar(&t.flannel, "flannel", "", "tag of flannel")
+		fs.Parse(args)
+		if *out == "" || *dest == "" || t.kubernetes == "" || t.etcd == "" || t.coredns == "" || t.pause == "" || t.flannel == "" {
+			log.Fatal("kind: -out (or $BERTH_IMAGES), -dest and every tag are required")
+		}
+		err = buildKind(*out, *dest, rootfs, t)
 	case "push":
 		images := fs.String("images", os.Getenv("BERTH_IMAGES"), "image cache directory ($BERTH_IMAGES)")
 		registry := fs.String("registry", "", "registry HOST:PORT (plain HTTP)")
