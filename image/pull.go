@@ -40,8 +40,12 @@ func (s *Service) Pull(ctx context.Context, refStr string, auth *AuthConfig) (st
 	// the pull ends, so that the next endpoint reuses them.
 	var pinned []string
 	defer func() { s.unpin(pinned) }()
+	eps, err := s.regs.endpoints(ref, auth)
+	if err != nil {
+		return "", fmt.Errorf("pull %s: %w", ref, err)
+	}
 	var errs []error
-	for _, ep := range s.regs.endpoints(ref.Registry, auth) {
+	for _, ep := range eps {
 		start := time.Now()
 		id, err := s.pullFrom(ctx, ref, ep, &pinned)
 		if err == nil {
@@ -132,7 +136,7 @@ func (s *Service) pullFrom(ctx context.Context, ref Reference, ep endpoint, pinn
 		return "", err
 	}
 	puller, err := remote.NewPuller(
-		remote.WithTransport(s.transport(ep.insecure)),
+		remote.WithTransport(s.endpointTransport(ep)),
 		remote.WithAuth(ep.auth),
 		remote.WithPlatform(s.platform),
 		remote.WithUserAgent(userAgent),

@@ -2,8 +2,11 @@ package image
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -43,16 +46,29 @@ func (a *AuthConfig) empty() bool {
 // endpoint is one place an image can be fetched from.
 type endpoint struct {
 	host     string // host[:port] requests go to
-	insecure bool   // plain HTTP allowed, TLS unverified
+	insecure bool   // plain HTTP allowed, TLS unverified (unless transport says otherwise)
 	mirror   bool
 	auth     authn.Authenticator
+	// resolve: the endpoint may say which manifest a tag names (a
+	// hosts.toml host without the resolve capability is only asked for
+	// content by digest).
+	resolve bool
+	// From a hosts.toml: the API root when it is not /v2, headers sent
+	// with every request, and a pool with the host's own TLS settings.
+	apiRoot   string
+	header    http.Header
+	transport http.RoundTripper
 }
 
 func (e endpoint) String() string {
-	if e.mirror {
-		return "mirror " + e.host
+	where := e.host
+	if e.apiRoot != "" && e.apiRoot != defaultAPIRoot {
+		where += e.apiRoot
 	}
-	return e.host
+	if e.mirror {
+		return "mirror " + where
+	}
+	return where
 }
 
 // registries is the validated registry configuration.
@@ -61,6 +77,10 @@ type registries struct {
 	// mirrors are parsed from hosts at construction so that a typo is a
 	// start-up error, not a pull-time surprise.
 	mirrors map[string][]mirrorURL
+	// dir is containerd's registry host directory (certs.d), read per
+	// pull; nil without one.
+	dir *hostsDir
+	log *slog.Logger
 }
 
 type mirrorURL struct {
@@ -70,7 +90,7 @@ type mirrorURL struct {
 }
 
 func newRegistries(cfg map[string]RegistryHost) (*registries, error) {
-	r := &registries{hosts: map[string]RegistryHost{}, mirrors: map[string][]mirrorURL{}}
+	r := &registries{hosts: map[string]RegistryHost{}, mirrors: map[string][]mirrorURL{}, log: slog.Default()}
 	for key, h := range cfg {
 		host := canonicalRegistry(strings.TrimSuffix(key, "/"))
 		if host == "" || strings.Contains(host, "/") {
@@ -137,25 +157,107 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// endpoints lists where to fetch an image of registry host from: its
-// mirrors in order, then the registry itself.
-func (r *registries) endpoints(host string, req *AuthConfig) []endpoint {
-	host = canonicalRegistry(host)
+// endpoints lists where to fetch ref from, in order. The most specific
+// configuration of its registry decides:
+//
+//  1. <dir>/<host>/hosts.toml: its hosts in order, then its server;
+//  2. [registries."<host>"] mirrors, then the registry;
+//  3. <dir>/_default/hosts.toml;
+//  4. the registry alone.
+//
+// Credentials and insecure of [registries] apply to whichever host is
+// asked (hosts.toml has no credentials). A tag is only asked of hosts
+// that may resolve it; every host may serve a digest.
+func (r *registries) endpoints(ref Reference, req *AuthConfig) ([]endpoint, error) {
+	host := canonicalRegistry(ref.Registry)
+	hf, isDefault, err := r.dir.lookup(host)
+	if err != nil {
+		return nil, err
+	}
+	var eps []endpoint
+	switch {
+	case hf != nil && !(isDefault && len(r.mirrors[host]) > 0):
+		if !isDefault && len(r.mirrors[host]) > 0 {
+			r.warnMirrorsIgnored(hf, host)
+		}
+		eps = r.fromHostsFile(host, hf, req)
+	default:
+		eps = r.configured(host, req)
+	}
+	if ref.Digest != "" {
+		return eps, nil
+	}
+	resolving := slices.DeleteFunc(eps, func(e endpoint) bool { return !e.resolve })
+	if len(resolving) == 0 {
+		return nil, fmt.Errorf("registry %s: no host may resolve tag %s (none has the resolve capability); pull it by digest", host, ref.Tag)
+	}
+	return resolving, nil
+}
+
+// warnMirrorsIgnored says once per version of a hosts.toml that it
+// overrides the [registries] mirrors of its host.
+func (r *registries) warnMirrorsIgnored(hf *hostsFile, host string) {
+	r.dir.mu.Lock()
+	defer r.dir.mu.Unlock()
+	if !hf.warned {
+		hf.warned = true
+		r.log.Warn("registry mirrors of [registries] not used: the host's hosts.toml decides", "registry", host, "path", hf.path)
+	}
+}
+
+// fromHostsFile turns a host directory's entries into endpoints.
+func (r *registries) fromHostsFile(host string, hf *hostsFile, req *AuthConfig) []endpoint {
+	eps := make([]endpoint, 0, len(hf.entries))
+	for _, e := range hf.entries {
+		if !e.pull {
+			continue
+		}
+		ep := endpoint{
+			host:      e.host,
+			insecure:  e.scheme == "http" || r.insecure(e.host),
+			mirror:    !e.server,
+			resolve:   e.resolve,
+			apiRoot:   e.apiRoot,
+			header:    e.header,
+			transport: e.transport,
+		}
+		switch {
+		case e.server && e.host == "":
+			// The registry itself, as if no file named it.
+			ep.host, ep.insecure, ep.apiRoot = apiHost(host), r.insecure(host), ""
+			ep.auth = r.auth(host, req)
+		case e.server:
+			// Another name for the registry: its credentials go there.
+			ep.auth = r.auth(host, req)
+		default:
+			ep.auth = r.auth(e.host, req)
+		}
+		eps = append(eps, ep)
+	}
+	return eps
+}
+
+// configured lists [registries] mirrors in order, then the registry.
+func (r *registries) configured(host string, req *AuthConfig) []endpoint {
 	var eps []endpoint
 	for _, m := range r.mirrors[host] {
 		eps = append(eps, endpoint{
 			host:     m.host,
 			insecure: m.insecure || r.insecure(m.host),
 			mirror:   true,
+			resolve:  true,
 			auth:     r.auth(m.host, req),
 		})
 	}
-	apiHost := host
+	return append(eps, endpoint{host: apiHost(host), insecure: r.insecure(host), resolve: true, auth: r.auth(host, req)})
+}
+
+// apiHost is where a registry's API is: Docker Hub's is not docker.io.
+func apiHost(host string) string {
 	if host == dockerHub {
-		apiHost = "index.docker.io"
+		return "index.docker.io"
 	}
-	eps = append(eps, endpoint{host: apiHost, insecure: r.insecure(host), auth: r.auth(host, req)})
-	return eps
+	return host
 }
 
 // auth picks the credentials for host. Credentials from the request win

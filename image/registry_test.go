@@ -34,7 +34,10 @@ func TestEndpoints(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.registry, func(t *testing.T) {
-			got := regs.endpoints(tt.registry, nil)
+			got, err := regs.endpoints(Reference{Registry: tt.registry, Path: "library/x", Tag: "latest"}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if len(got) != len(tt.want) {
 				t.Fatalf("got %d endpoints %v, want %v", len(got), got, tt.want)
 			}
@@ -83,7 +86,10 @@ func TestEndpointAuth(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			eps := regs.endpoints(tt.registry, tt.req)
+			eps, err := regs.endpoints(Reference{Registry: tt.registry, Path: "library/x", Tag: "latest"}, tt.req)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if len(eps) != len(tt.want) {
 				t.Fatalf("got %d endpoints, want %d", len(eps), len(tt.want))
 			}

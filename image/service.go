@@ -36,6 +36,10 @@ type Options struct {
 	// Registries maps a registry host to its mirrors, security and
 	// credentials.
 	Registries map[string]RegistryHost
+	// RegistryConfigPath is a directory of containerd-style registry host
+	// configurations (<host>/hosts.toml, _default/hosts.toml), read on
+	// every pull; empty reads none. See hosts.go.
+	RegistryConfigPath string
 	// StallTimeout: zero means DefaultStallTimeout, negative disables it.
 	StallTimeout time.Duration
 	// MaxConcurrentDownloads: zero means DefaultMaxConcurrentDownloads.
@@ -144,6 +148,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	if stall == 0 {
 		stall = DefaultStallTimeout
 	}
+	regs.useHostsDir(opts.RegistryConfigPath, log.With("component", "image"), stall)
 	downloads := opts.MaxConcurrentDownloads
 	if downloads <= 0 {
 		downloads = DefaultMaxConcurrentDownloads

@@ -5,8 +5,10 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -14,6 +16,12 @@ import (
 // newHTTPTransport is the connection pool for registry traffic. insecure
 // skips TLS verification, for registries configured as insecure.
 func newHTTPTransport(insecure bool) *http.Transport {
+	return newHTTPTransportTLS(&tls.Config{InsecureSkipVerify: insecure}) //nolint:gosec // only for hosts configured insecure
+}
+
+// newHTTPTransportTLS is a connection pool with TLS settings of its own
+// (a registry host's CAs or client keys).
+func newHTTPTransportTLS(cfg *tls.Config) *http.Transport {
 	return &http.Transport{
 		Proxy: http.ProxyFromEnvironment,
 		DialContext: (&net.Dialer{
@@ -26,8 +34,69 @@ func newHTTPTransport(insecure bool) *http.Transport {
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
-		TLSClientConfig:       &tls.Config{InsecureSkipVerify: insecure}, //nolint:gosec // only for hosts configured insecure
+		TLSClientConfig:       cfg,
 	}
+}
+
+// useHostsDir makes the registries read containerd's host directories
+// below root (registry_config_path) on every pull. Hosts with TLS
+// settings of their own get pools as stall-guarded as the shared ones.
+func (r *registries) useHostsDir(root string, log *slog.Logger, stall time.Duration) {
+	if root == "" {
+		return
+	}
+	r.log = log
+	r.dir = newHostsDir(root, log, func(cfg *tls.Config) http.RoundTripper {
+		return &stallTransport{inner: newHTTPTransportTLS(cfg), timeout: stall}
+	})
+}
+
+// endpointTransport is what a pull from ep goes through: the shared pool
+// for its security, or the pool of its own TLS settings, moving requests
+// under its API root and adding its headers when a hosts.toml says so.
+func (s *Service) endpointTransport(ep endpoint) http.RoundTripper {
+	base := ep.transport
+	if base == nil {
+		base = s.transport(ep.insecure)
+	}
+	if (ep.apiRoot == "" || ep.apiRoot == defaultAPIRoot) && len(ep.header) == 0 {
+		return base
+	}
+	root := ep.apiRoot
+	if root == "" {
+		root = defaultAPIRoot
+	}
+	return &hostRewrite{inner: base, host: ep.host, apiRoot: strings.TrimSuffix(root, "/"), header: ep.header}
+}
+
+// hostRewrite adapts the requests go-containerregistry makes (always
+// /v2/... at the root) to one host of a hosts.toml. Requests to other
+// hosts, such as a token service or a blob redirect, pass untouched.
+type hostRewrite struct {
+	inner   http.RoundTripper
+	host    string
+	apiRoot string // replaces the leading /v2; "" with override_path at /
+	header  http.Header
+}
+
+func (t *hostRewrite) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Host != t.host {
+		return t.inner.RoundTrip(req)
+	}
+	out := req.Clone(req.Context())
+	if p := out.URL.Path; t.apiRoot != defaultAPIRoot && (p == defaultAPIRoot || strings.HasPrefix(p, defaultAPIRoot+"/")) {
+		out.URL.Path = t.apiRoot + strings.TrimPrefix(p, defaultAPIRoot)
+		if out.URL.Path == "" {
+			out.URL.Path = "/"
+		}
+		out.URL.RawPath = ""
+	}
+	for k, v := range t.header {
+		if _, set := out.Header[k]; !set {
+			out.Header[k] = v
+		}
+	}
+	return t.inner.RoundTrip(out)
 }
 
 // stallTransport fails a request when the network gives nothing for

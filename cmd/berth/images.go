@@ -45,6 +45,7 @@ func newImages(ctx context.Context, cfg *config.Config, log *slog.Logger, faults
 	return image.New(ctx, image.Options{
 		Root:                   filepath.Join(cfg.Root, "image"),
 		Registries:             regs,
+		RegistryConfigPath:     cfg.RegistryConfigPath,
 		StallTimeout:           stall,
 		MaxConcurrentDownloads: cfg.MaxConcurrentDownloads,
 		PinnedImages:           pinned,

@@ -11,6 +11,7 @@ import (
 func TestRegistries(t *testing.T) {
 	cfg, err := Parse(`
 image_pull_stall_timeout = "30s"
+registry_config_path = "/etc/containerd/certs.d"
 [registries."registry.k8s.io"]
 mirrors = ["http://127.0.0.1:5000", "https://mirror.example"]
 [registries."127.0.0.1:5000"]
@@ -25,8 +26,8 @@ password = "s3cret"
 		"registry.k8s.io": {Mirrors: []string{"http://127.0.0.1:5000", "https://mirror.example"}},
 		"127.0.0.1:5000":  {Insecure: true, Username: "alice", Password: "s3cret"},
 	}
-	if !reflect.DeepEqual(cfg.Registries, want) || cfg.ImagePullStallTimeout != "30s" {
-		t.Errorf("got %+v %q", cfg.Registries, cfg.ImagePullStallTimeout)
+	if !reflect.DeepEqual(cfg.Registries, want) || cfg.ImagePullStallTimeout != "30s" || cfg.RegistryConfigPath != "/etc/containerd/certs.d" {
+		t.Errorf("got %+v %q %q", cfg.Registries, cfg.ImagePullStallTimeout, cfg.RegistryConfigPath)
 	}
 
 	var b bytes.Buffer
@@ -51,10 +52,11 @@ password = "s3cret"
 
 func TestRegistriesInvalid(t *testing.T) {
 	tests := map[string]string{
-		"mirror path":   `[registries."docker.io"]` + "\nmirrors = [\"http://127.0.0.1:5000/v2\"]",
-		"mirror scheme": `[registries."docker.io"]` + "\nmirrors = [\"127.0.0.1:5000\"]",
-		"stall":         `image_pull_stall_timeout = "soon"`,
-		"unknown key":   `[registries."docker.io"]` + "\nmirror = [\"http://127.0.0.1:5000\"]",
+		"mirror path":      `[registries."docker.io"]` + "\nmirrors = [\"http://127.0.0.1:5000/v2\"]",
+		"mirror scheme":    `[registries."docker.io"]` + "\nmirrors = [\"127.0.0.1:5000\"]",
+		"stall":            `image_pull_stall_timeout = "soon"`,
+		"relative certs.d": `registry_config_path = "etc/containerd/certs.d"`,
+		"unknown key":      `[registries."docker.io"]` + "\nmirror = [\"http://127.0.0.1:5000\"]",
 	}
 	for name, doc := range tests {
 		cfg, err := Parse(doc)
