@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -251,5 +252,52 @@ func TestImportOffline(t *testing.T) {
 	st := status(t, d, tag)
 	if st.GetId() != configID(t, img) || !st.GetPinned() || !contains(st.GetRepoTags(), "registry.k8s.io/preloaded:latest") {
 		t.Errorf("daemon on the preloaded root: %+v", st)
+	}
+}
+
+// TestImportTimeBig measures berth images import of berth-test/big (5
+// layers, ~100 MiB) as a docker-archive, through the daemon, into an empty
+// store, 5 times, and prints the median; where containerd and ctr are
+// installed, ctr images import of the same file (unpacked, as kind load
+// has it) in the same run, for the ratio. Only with BERTH_MEASURE_IMPORT=1:
+//
+//	BERTH_MEASURE_IMPORT=1 hack/registry -- go test ./test/image/ -run ImportTimeBig -v
+func TestImportTimeBig(t *testing.T) {
+	reg := registry(t)
+	if os.Getenv("BERTH_MEASURE_IMPORT") == "" {
+		t.Skip("a measurement, not a test: set BERTH_MEASURE_IMPORT=1")
+	}
+	const rounds = 5
+	ref, err := name.ParseReference(reg+"/berth-test/big:latest", name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, err := remote.Image(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag := "example.com/big:v1"
+	archive := dockerArchive(t, tag, big)
+	d := framework.StartDaemon(t)
+	var containerd *containerdProc
+	if _, err := exec.LookPath("containerd"); err == nil {
+		containerd = startContainerd(t)
+	}
+	results := map[string][]time.Duration{}
+	for range rounds {
+		assertNoTrace(t, d)
+		results["berth images import"] = append(results["berth images import"],
+			timeCmd(t, framework.Binary(t), "images", "import", "--config", d.ConfigPath, "--address", d.Socket, archive))
+		remove(t, d, tag)
+		if containerd != nil {
+			results["containerd 1.6 (ctr import)"] = append(results["containerd 1.6 (ctr import)"],
+				timeCmd(t, "ctr", containerd.args("images", "import", "--all-platforms", "--digests", "--snapshotter=overlayfs", archive)...))
+			timeCmd(t, "ctr", containerd.args("images", "rm", "--sync", tag)...)
+		}
+	}
+	for name, times := range results {
+		slices.Sort(times)
+		t.Logf("%-28s median %6s  (min %s, max %s, n=%d)", name, times[len(times)/2].Round(time.Millisecond),
+			times[0].Round(time.Millisecond), times[len(times)-1].Round(time.Millisecond), len(times))
 	}
 }
