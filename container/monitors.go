@@ -45,7 +45,7 @@ func (s *Service) startMonitor(ctx context.Context, podID string) (*podMonitor, 
 		return nil, err
 	}
 	m := s.newMonitor(podID)
-	proc, err := monitor.Start(ctx, monitor.StartOptions{Binary: bin, PodID: podID, Paths: m.paths, RuncRoot: s.runc})
+	proc, err := monitor.Start(ctx, monitor.StartOptions{Binary: bin, PodID: podID, Paths: m.paths, RuncRoot: s.runc, CgroupDriver: string(s.opts.CgroupDriver)})
 	if err != nil {
 		return nil, err
 	}

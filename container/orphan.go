@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/opencontainers/cgroups"
+
+	"github.com/berth-runtime/berth/internal/cgroup"
 )
 
 // dropRuntimeState removes what libcontainer keeps for a container whose
@@ -19,17 +23,18 @@ func (s *Service) dropRuntimeState(id string) error {
 	}
 	if err == nil {
 		var st struct {
+			Config struct {
+				Cgroups *cgroups.Cgroup `json:"cgroups"`
+			} `json:"config"`
 			CgroupPaths map[string]string `json:"cgroup_paths"`
 		}
 		if err := json.Unmarshal(data, &st); err != nil {
 			return fmt.Errorf("libcontainer state: %w", err)
 		}
-		for _, p := range st.CgroupPaths {
-			// A cgroup holding no process is removed by rmdir, its
-			// control files with it.
-			if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return fmt.Errorf("remove cgroup %s: %w", p, err)
-			}
+		// As libcontainer's destroy would: a systemd scope stopped and
+		// reset, the directories removed.
+		if err := cgroup.Remove(st.Config.Cgroups, st.CgroupPaths); err != nil {
+			return fmt.Errorf("remove cgroup: %w", err)
 		}
 	}
 	return os.RemoveAll(dir)

@@ -32,9 +32,11 @@ type PauseSpec struct {
 	Args, Env []string
 	// New namespaces of the built-in pause.
 	NewIPC, NewUTS, NewPID bool
-	// CgroupDirs are the pod cgroup's directories the built-in pause is
-	// moved into.
-	CgroupDirs []string
+	// Cgroup is the pod cgroup the built-in pause is moved into, as an
+	// OCI cgroupsPath, prepared: CgroupPaths are its directories by
+	// hierarchy (cgroup.Manager.Prepare).
+	Cgroup      string
+	CgroupPaths map[string]string
 	// UserNS clones the built-in pause into a new user namespace, and a
 	// network namespace it owns (Pod.NetNSPath is then empty).
 	UserNS *monitor.UserNS
@@ -60,7 +62,7 @@ func (s *Service) StartPause(ctx context.Context, ps *PauseSpec) (int, error) {
 		resp, err = m.client.Call(ctx, &monitor.Request{Op: monitor.OpRunPause, ID: podID, Pause: &monitor.PauseRequest{
 			Args: ps.Args, Env: ps.Env, NetNS: ps.Pod.NetNSPath,
 			NewIPC: ps.NewIPC, NewUTS: ps.NewUTS, NewPID: ps.NewPID, UserNS: ps.UserNS,
-			CgroupDirs: ps.CgroupDirs, Dir: m.paths.Dir,
+			Cgroup: ps.Cgroup, CgroupPaths: ps.CgroupPaths, Dir: m.paths.Dir,
 		}})
 		if err == nil {
 			pid = resp.Pid

@@ -20,6 +20,7 @@ import (
 
 	"github.com/berth-runtime/berth/container/monitor"
 	"github.com/berth-runtime/berth/container/spec"
+	"github.com/berth-runtime/berth/internal/cgroup"
 	"github.com/berth-runtime/berth/internal/events"
 	"github.com/berth-runtime/berth/internal/faultpoint"
 	"github.com/berth-runtime/berth/internal/store"
@@ -79,8 +80,11 @@ type Options struct {
 	Images Images
 	// MonitorBinary is berth-monitor; empty looks next to berth.
 	MonitorBinary string
-	Host          spec.Host // default spec.SystemHost
-	Logger        *slog.Logger
+	// CgroupDriver makes the containers' cgroups (in their monitors);
+	// empty is cgroupfs.
+	CgroupDriver cgroup.Driver
+	Host         spec.Host // default spec.SystemHost
+	Logger       *slog.Logger
 	// Events gets the containers' lifecycle events; nil drops them.
 	Events *events.Bus
 	// NRI relays the containers' lifecycle to NRI plugins (nri.go); nil

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/berth-runtime/berth/internal/cgroup"
 	"github.com/berth-runtime/berth/stats"
 )
 
@@ -15,7 +16,7 @@ func (s *Service) StatsContainers() []stats.Container {
 	defer s.mu.RUnlock()
 	out := make([]stats.Container, 0, len(s.ctrs))
 	for _, c := range s.ctrs {
-		cg := c.cgroupPath()
+		cg := c.cgroupPath(s.opts.CgroupDriver)
 		c.mu.RLock()
 		r := &c.rec
 		if r.State != StateCreating && !r.Sandbox {
@@ -34,17 +35,20 @@ func (s *Service) StatsContainers() []stats.Container {
 	return out
 }
 
-// cgroupPath is the container's cgroup, as its OCI spec placed it; the
-// spec is parsed once.
-func (c *ctr) cgroupPath() string {
+// cgroupPath is the container's cgroup relative to the hierarchies' root,
+// where its OCI spec placed it (in driver's form); the spec is parsed once.
+func (c *ctr) cgroupPath(driver cgroup.Driver) string {
 	c.cgroupOnce.Do(func() {
 		var sp struct {
 			Linux struct {
 				CgroupsPath string `json:"cgroupsPath"`
 			} `json:"linux"`
 		}
-		if json.Unmarshal(c.spec, &sp) == nil {
-			c.cgroup = sp.Linux.CgroupsPath
+		if json.Unmarshal(c.spec, &sp) != nil {
+			return
+		}
+		if cg, err := driver.FromSpec(sp.Linux.CgroupsPath); err == nil {
+			c.cgroup = cg.Path()
 		}
 	})
 	return c.cgroup

@@ -5,118 +5,83 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path"
-	"path/filepath"
-	"sort"
-	"strings"
 
 	"github.com/opencontainers/cgroups"
-	"github.com/opencontainers/cgroups/fs"
-	"github.com/opencontainers/cgroups/fs2"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-runtime/berth/internal/cgroup"
 )
 
 // Cgroup drivers, as the kubelet names them.
 const (
-	DriverCgroupfs = "cgroupfs"
-	DriverSystemd  = "systemd"
+	DriverCgroupfs = string(cgroup.Cgroupfs)
+	DriverSystemd  = string(cgroup.Systemd)
 )
 
-// podCgroupPath is the cgroup (relative to each hierarchy's root) that
-// pause runs in: a child of the parent the kubelet gives. With the systemd
-// driver the parent is a slice name, which is translated to the path
-// systemd would have made for it, so the pod lands where the kubelet
-// looks for it even though berth writes cgroupfs itself.
-func podCgroupPath(driver, parent, defaultParent, id string) (string, error) {
-	if parent == "" {
-		parent = defaultParent
+// podParent is the parent the kubelet gave the pod (its own cgroup,
+// holding pause and the containers), or berth's default, shared by every
+// pod that names none.
+func (m *Manager) podParent(cfg *runtimeapi.PodSandboxConfig) (cgroup.Parent, error) {
+	name := cfg.GetLinux().GetCgroupParent()
+	if name == "" {
+		return m.defaultParent, nil
 	}
-	switch driver {
-	case DriverCgroupfs, "":
-		if !path.IsAbs(parent) {
-			return "", fmt.Errorf("cgroup parent %q: cgroupfs driver needs an absolute path", parent)
-		}
-		clean := path.Clean(parent)
-		if clean != parent && clean+"/" != parent {
-			return "", fmt.Errorf("cgroup parent %q is not a clean path", parent)
-		}
-		return path.Join(clean, id), nil
-	case DriverSystemd:
-		dir, err := expandSlice(parent)
-		if err != nil {
-			return "", err
-		}
-		return path.Join(dir, "berth-"+id+".scope"), nil
-	default:
-		return "", fmt.Errorf("unknown cgroup driver %q", driver)
-	}
+	return m.cgroups.Parent(name)
 }
 
-// expandSlice turns a systemd slice name into its cgroup path: every
-// dash-separated prefix is a parent slice, so "a-b-c.slice" lives at
-// /a.slice/a-b.slice/a-b-c.slice; "-.slice" is the root.
-func expandSlice(slice string) (string, error) {
-	name, ok := strings.CutSuffix(slice, ".slice")
-	if !ok || strings.Contains(slice, "/") {
-		return "", fmt.Errorf("cgroup parent %q is not a systemd slice (name.slice)", slice)
-	}
-	if name == "-" {
-		return "/", nil
-	}
-	if name == "" || strings.HasPrefix(name, "-") || strings.HasSuffix(name, "-") || strings.Contains(name, "--") {
-		return "", fmt.Errorf("cgroup parent %q is not a valid slice name", slice)
-	}
-	p := "/"
-	prefix := ""
-	for _, part := range strings.Split(name, "-") {
-		prefix += part
-		p = path.Join(p, prefix+".slice")
-		prefix += "-"
-	}
-	return p, nil
-}
-
-// podCgroup is pause's cgroup in every hierarchy: each v1 controller, the
-// named ones and, on a hybrid host, the unified one.
+// podCgroup is pause's cgroup, a child of the pod's parent named by the
+// pod's id: a directory in every hierarchy (each v1 controller, the named
+// ones and, on a hybrid host, the unified one) with cgroupfs, the scope
+// berth-<id>.scope with systemd.
 type podCgroup struct {
-	path string
-	mgr  cgroups.Manager
+	cg  cgroup.Cgroup
+	mgr *cgroup.Manager
 }
 
-func newPodCgroup(p string) (*podCgroup, error) {
-	cg := &cgroups.Cgroup{Path: p, Resources: &cgroups.Resources{}}
-	var mgr cgroups.Manager
-	var err error
-	if cgroups.IsCgroup2UnifiedMode() {
-		mgr, err = fs2.NewManager(cg, filepath.Join("/sys/fs/cgroup", p))
-	} else {
-		mgr, err = fs.NewManager(cg, nil)
-	}
+// newPodCgroup makes the pause cgroup of a new pod id from its config.
+func (m *Manager) newPodCgroup(id string, cfg *runtimeapi.PodSandboxConfig) (*podCgroup, error) {
+	parent, err := m.podParent(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("cgroup %s: %w", p, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	return &podCgroup{path: p, mgr: mgr}, nil
+	return openCgroup(parent.Child(id))
 }
 
-// Create makes the cgroup in every hierarchy and returns its directories.
-func (c *podCgroup) Create() ([]string, error) {
-	if err := c.mgr.Apply(-1); err != nil {
-		return nil, fmt.Errorf("create cgroup %s: %w", c.path, err)
+// pauseCgroup is the pause cgroup a pod's record names.
+func (m *Manager) pauseCgroup(rec *Record, cfg *runtimeapi.PodSandboxConfig) (cgroup.Cgroup, error) {
+	if rec.Cgroup != "" {
+		return m.cgroups.FromSpec(rec.Cgroup)
 	}
-	var dirs []string
-	for _, d := range c.mgr.GetPaths() {
-		dirs = append(dirs, d)
+	parent, err := m.podParent(cfg)
+	if err != nil {
+		return cgroup.Cgroup{}, err
 	}
-	sort.Strings(dirs)
-	return dirs, nil
+	return parent.Child(rec.ID), nil
 }
 
-// Attach creates the cgroup in every hierarchy and moves pid into it.
-func (c *podCgroup) Attach(pid int) error {
-	if err := c.mgr.Apply(pid); err != nil {
-		return fmt.Errorf("join cgroup %s: %w", c.path, err)
+// openPodCgroup opens again the pause cgroup a pod's record names.
+func (m *Manager) openPodCgroup(rec *Record, cfg *runtimeapi.PodSandboxConfig) (*podCgroup, error) {
+	cg, err := m.pauseCgroup(rec, cfg)
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	return openCgroup(cg)
 }
+
+func openCgroup(cg cgroup.Cgroup) (*podCgroup, error) {
+	mgr, err := cg.Manager(nil)
+	if err != nil {
+		return nil, err
+	}
+	return &podCgroup{cg: cg, mgr: mgr}, nil
+}
+
+// Prepare makes what can be made before pause runs and returns the
+// cgroup's directories by hierarchy, for pause's runtime to join it.
+func (c *podCgroup) Prepare() (map[string]string, error) { return c.mgr.Prepare() }
+
+// Attach moves pid (pause, started by berth itself) into the cgroup.
+func (c *podCgroup) Attach(pid int) error { return c.mgr.Join(pid) }
 
 // KillAll SIGKILLs whatever still runs in the cgroup and waits for it to
 // exit: what a crash in the middle of RunPodSandbox can leave behind.
@@ -127,7 +92,7 @@ func (c *podCgroup) KillAll(ctx context.Context) error {
 	for _, dir := range c.mgr.GetPaths() {
 		list, err := cgroups.GetAllPids(dir)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("list cgroup %s: %w", c.path, err)
+			return fmt.Errorf("list cgroup %s: %w", c.cg.Path(), err)
 		}
 		for _, pid := range list {
 			pids[pid] = true
@@ -147,10 +112,12 @@ func (c *podCgroup) KillAll(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Destroy removes the cgroup from every hierarchy; a missing one is fine.
+// Destroy removes the cgroup, a missing one included: with systemd the
+// scope is stopped and reset (a failed unit is not left behind), and the
+// directories systemd does not manage are removed.
 func (c *podCgroup) Destroy() error {
 	if err := c.mgr.Destroy(); err != nil {
-		return fmt.Errorf("remove cgroup %s: %w", c.path, err)
+		return fmt.Errorf("remove cgroup %s: %w", c.cg.Path(), err)
 	}
 	return nil
 }

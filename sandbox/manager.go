@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berth-runtime/berth/internal/cgroup"
 	"github.com/berth-runtime/berth/internal/events"
 	"github.com/berth-runtime/berth/internal/faultpoint"
 	"github.com/berth-runtime/berth/internal/store"
@@ -41,8 +42,9 @@ type Options struct {
 	StateDir string
 	Network  Network
 	Pause    PauseRuntime // default: DirectPause
-	// CgroupDriver is cgroupfs or systemd; DefaultCgroupParent is used
-	// when the pod names none (default /berth, or berth.slice).
+	// CgroupDriver is cgroupfs or systemd (see internal/cgroup);
+	// DefaultCgroupParent is used when the pod names none (default /berth,
+	// or berth.slice).
 	CgroupDriver        string
 	DefaultCgroupParent string
 	// StopGrace is how long pause gets after SIGTERM (default 2s; it
@@ -74,6 +76,10 @@ type Manager struct {
 	records *store.Records[Record]
 	dir     string
 	names   *names
+	// cgroups makes the pods' cgroups; defaultParent holds those of pods
+	// that name no parent.
+	cgroups       cgroup.Driver
+	defaultParent cgroup.Parent
 
 	mu   sync.RWMutex
 	pods map[string]*pod
@@ -88,14 +94,9 @@ func New(ctx context.Context, opts Options) (*Manager, error) {
 	if opts.Pause == nil {
 		opts.Pause = &DirectPause{}
 	}
-	if opts.CgroupDriver == "" {
-		opts.CgroupDriver = DriverCgroupfs
-	}
-	if opts.DefaultCgroupParent == "" {
-		opts.DefaultCgroupParent = "/berth"
-		if opts.CgroupDriver == DriverSystemd {
-			opts.DefaultCgroupParent = "berth.slice"
-		}
+	driver, err := cgroup.ParseDriver(opts.CgroupDriver)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
 	}
 	if opts.StopGrace == 0 {
 		opts.StopGrace = 2 * time.Second
@@ -111,7 +112,8 @@ func New(ctx context.Context, opts Options) (*Manager, error) {
 	}
 	// The default parent must be usable, or every pod without a parent
 	// would fail late.
-	if _, err := podCgroupPath(opts.CgroupDriver, "", opts.DefaultCgroupParent, "x"); err != nil {
+	defaultParent, err := driver.Parent(opts.DefaultCgroupParent)
+	if err != nil {
 		return nil, fmt.Errorf("sandbox: default cgroup parent: %w", err)
 	}
 	dir := filepath.Join(opts.StateDir, "sandboxes")
@@ -134,6 +136,9 @@ func New(ctx context.Context, opts Options) (*Manager, error) {
 		dir:     dir,
 		names:   newNames(),
 		pods:    map[string]*pod{},
+
+		cgroups:       driver,
+		defaultParent: defaultParent,
 	}
 	if err := m.recover(ctx); err != nil {
 		m.Close()

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/berth-runtime/berth/internal/cgroup"
 	"github.com/berth-runtime/berth/network"
 	"github.com/berth-runtime/berth/network/cnitest"
 )
@@ -55,7 +56,7 @@ func newFixture(t *testing.T, netw Network) *fixture {
 		}
 		f.m.Close()
 		// A test that failed half-way may have left pause processes.
-		if cg, err := newPodCgroup(f.parent); err == nil {
+		if cg, err := cgroupAt(f.parent); err == nil {
 			cg.KillAll(ctx)
 			for _, dir := range cg.mgr.GetPaths() {
 				removeCgroupTree(dir)
@@ -210,7 +211,7 @@ func (f *fixture) assertGone(id, cgPath string) {
 	if strings.Contains(string(mounts), id) {
 		f.t.Errorf("a mount of pod %s is left", id)
 	}
-	if cg, err := newPodCgroup(cgPath); err == nil && cg.Exists() {
+	if cg, err := cgroupAt(cgPath); err == nil && cg.Exists() {
 		f.t.Errorf("cgroup %s still exists", cgPath)
 	}
 	if f.net != nil {
@@ -618,4 +619,13 @@ func checkListResponse(t *testing.T, m *Manager, f *runtimeapi.PodSandboxFilter)
 	if len(want.Items) == 0 || !proto.Equal(&got, want) {
 		t.Errorf("ListResponse(%v) decodes to\n%v\nwant (List)\n%v", f, &got, want)
 	}
+}
+
+// cgroupAt opens the cgroupfs cgroup at p.
+func cgroupAt(p string) (*podCgroup, error) {
+	cg, err := cgroup.Cgroupfs.FromSpec(p)
+	if err != nil {
+		return nil, err
+	}
+	return openCgroup(cg)
 }

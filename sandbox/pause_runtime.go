@@ -11,6 +11,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/berth-runtime/berth/internal/cgroup"
 	"github.com/berth-runtime/berth/sandbox/pause"
 )
 
@@ -22,11 +23,12 @@ type PauseSpec struct {
 	NewIPC, NewUTS, NewPID bool
 	Hostname               string
 	Sysctls                map[string]string
-	// CgroupPath is the pod's cgroup (relative to each hierarchy's root)
-	// and CgroupDirs its directories, one per hierarchy, already made.
-	CgroupPath string
-	CgroupDirs []string
-	// Attach puts the started process into the pod cgroup.
+	// Cgroup is pause's cgroup, prepared: CgroupPaths are its
+	// directories by hierarchy (cgroup.Manager.Prepare), for a runtime
+	// that joins pause to it with a manager of its own.
+	Cgroup      cgroup.Cgroup
+	CgroupPaths map[string]string
+	// Attach puts a pause started by berth itself into the pod cgroup.
 	Attach func(pid int) error
 	// Config is the pod's configuration.
 	Config *runtimeapi.PodSandboxConfig

@@ -33,6 +33,11 @@ type Record struct {
 	CreatedAt      int64  `json:"createdAt"` // unix ns
 	Dir            string `json:"dir"`
 	CgroupPath     string `json:"cgroupPath"`
+	// Cgroup is pause's cgroup as an OCI cgroupsPath in the driver's form
+	// (cgroup.Cgroup.SpecPath): what removal and recovery open again, and
+	// whose parent holds the pod's containers. Empty in records of older
+	// versions.
+	Cgroup string `json:"cgroup,omitempty"`
 	// NetNS is the pin path while the pin exists; empty for a host
 	// network pod.
 	NetNS string `json:"netns,omitempty"`

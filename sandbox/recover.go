@@ -101,7 +101,7 @@ func (m *Manager) undoCrashed(ctx context.Context, p *pod) bool {
 			p.pause = proc
 		}
 	}
-	cg, err := newPodCgroup(p.rec.CgroupPath)
+	cg, err := m.openPodCgroup(&p.rec, p.cfg)
 	if err != nil {
 		m.log.Error("half-made pod: bad cgroup path", "pod", id, "error", err)
 		return false

@@ -18,7 +18,7 @@ func (m *Manager) Remove(ctx context.Context, id string) error {
 }
 
 func (m *Manager) remove(ctx context.Context, p *pod) error {
-	rec, _ := p.snapshot()
+	rec, cfg := p.snapshot()
 	if err := m.stop(ctx, p); err != nil {
 		return err
 	}
@@ -28,7 +28,7 @@ func (m *Manager) remove(ctx context.Context, p *pod) error {
 		}
 	}
 	m.opts.Faults.Hit(faultpoint.RemoveContainers, rec.ID)
-	cg, err := newPodCgroup(rec.CgroupPath)
+	cg, err := m.openPodCgroup(&rec, cfg)
 	if err != nil {
 		return fmt.Errorf("pod %s: %w", rec.ID, err)
 	}

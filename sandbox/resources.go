@@ -3,7 +3,6 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"path"
 
 	"github.com/opencontainers/cgroups"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -33,15 +32,21 @@ func (m *Manager) UpdateResources(ctx context.Context, id string, overhead, res 
 		}
 	}
 	r := podResources(overhead, res, cgroups.IsCgroup2UnifiedMode())
-	dir := path.Dir(rec.CgroupPath)
-	cg, err := newPodCgroup(dir)
+	pause, err := m.pauseCgroup(&rec, cfg)
+	if err != nil {
+		return fmt.Errorf("pod %s: %w", rec.ID, err)
+	}
+	parent := pause.Parent()
+	// With systemd, through the slice's unit properties (then its files),
+	// as the kubelet sets it.
+	mgr, err := parent.Manager()
 	if err == nil {
-		err = cg.mgr.Set(r)
+		err = mgr.Set(r)
 	}
 	if err != nil {
-		return fmt.Errorf("pod %s: update cgroup %s: %w", rec.ID, dir, err)
+		return fmt.Errorf("pod %s: update cgroup %s: %w", rec.ID, parent.Path(), err)
 	}
-	m.log.Info("pod sandbox resources updated", "pod", rec.ID, "cgroup", dir,
+	m.log.Info("pod sandbox resources updated", "pod", rec.ID, "cgroup", parent.Path(),
 		"cpu_shares", r.CpuShares, "cpu_quota", r.CpuQuota, "memory", r.Memory)
 	if m.opts.NRI.Enabled() {
 		m.opts.NRI.PostUpdatePodSandbox(ctx, nriPod(&rec, cfg))
@@ -53,12 +58,14 @@ func (m *Manager) UpdateResources(ctx context.Context, id string, overhead, res 
 // unset, and an unset limit (memory, quota) on either side is no limit.
 func podResources(overhead, res *runtimeapi.LinuxContainerResources, v2 bool) *cgroups.Resources {
 	r := &cgroups.Resources{
-		// Device rules belong to the containers: never rewrite the pod's.
-		SkipDevices: true,
-		CpuShares:   uint64(res.GetCpuShares() + overhead.GetCpuShares()),
-		CpusetCpus:  res.GetCpusetCpus(),
-		CpusetMems:  res.GetCpusetMems(),
-		Unified:     res.GetUnified(),
+		// Device rules belong to the containers: never rewrite the pod's,
+		// nor freeze it to (systemd's device rules), as the kubelet does.
+		SkipDevices:     true,
+		SkipFreezeOnSet: true,
+		CpuShares:       uint64(res.GetCpuShares() + overhead.GetCpuShares()),
+		CpusetCpus:      res.GetCpusetCpus(),
+		CpusetMems:      res.GetCpusetMems(),
+		Unified:         res.GetUnified(),
 	}
 	if res.GetCpuQuota() > 0 && (overhead == nil || overhead.GetCpuQuota() >= 0) {
 		r.CpuPeriod = uint64(res.GetCpuPeriod())

@@ -56,11 +56,7 @@ func (m *Manager) run(ctx context.Context, cfg *runtimeapi.PodSandboxConfig, han
 	if err := checkSysctls(cfg.GetLinux().GetSysctls(), hostNet, hostIPC); err != nil {
 		return "", fmt.Errorf("pod %s: %w", id, err)
 	}
-	cgPath, err := podCgroupPath(m.opts.CgroupDriver, cfg.GetLinux().GetCgroupParent(), m.opts.DefaultCgroupParent, id)
-	if err != nil {
-		return "", fmt.Errorf("pod %s: %w: %w", id, ErrInvalid, err)
-	}
-	cg, err := newPodCgroup(cgPath)
+	cg, err := m.newPodCgroup(id, cfg)
 	if err != nil {
 		return "", fmt.Errorf("pod %s: %w", id, err)
 	}
@@ -81,7 +77,8 @@ func (m *Manager) run(ctx context.Context, cfg *runtimeapi.PodSandboxConfig, han
 		State:          StateCreating,
 		CreatedAt:      start.UnixNano(),
 		Dir:            m.podDir(id),
-		CgroupPath:     cgPath,
+		CgroupPath:     cg.cg.Path(),
+		Cgroup:         cg.cg.SpecPath(),
 		Hostname:       hostname,
 	}}
 	if !hostNet {
@@ -180,23 +177,23 @@ func (m *Manager) create(ctx context.Context, p *pod, cg *podCgroup, hostNet, ho
 			setupNet()
 		}()
 	}
-	cgDirs, err := cg.Create()
+	cgPaths, err := cg.Prepare()
 	if err != nil {
 		wg.Wait()
 		return fmt.Errorf("pod %s: %w", id, errors.Join(err, netErr))
 	}
 	spec := &PauseSpec{
-		PodID:      id,
-		NetNS:      p.rec.NetNS,
-		NewIPC:     !hostIPC,
-		NewUTS:     !hostNet,
-		NewPID:     !hostPID,
-		Sysctls:    cfg.GetLinux().GetSysctls(),
-		CgroupPath: p.rec.CgroupPath,
-		CgroupDirs: cgDirs,
-		Attach:     cg.Attach,
-		Config:     cfg,
-		UserNS:     userNS,
+		PodID:       id,
+		NetNS:       p.rec.NetNS,
+		NewIPC:      !hostIPC,
+		NewUTS:      !hostNet,
+		NewPID:      !hostPID,
+		Sysctls:     cfg.GetLinux().GetSysctls(),
+		Cgroup:      cg.cg,
+		CgroupPaths: cgPaths,
+		Attach:      cg.Attach,
+		Config:      cfg,
+		UserNS:      userNS,
 	}
 	if userNS != nil {
 		spec.NetNS = ""

@@ -10,6 +10,8 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-runtime/berth/internal/cgroup"
 )
 
 // Info is what a pod's other users (containers, status) need to know.
@@ -18,7 +20,10 @@ type Info struct {
 	State      State
 	NetNS      string // pin path; empty for host network or once stopped
 	PausePid   int    // 0 when pause is not running
-	CgroupPath string
+	CgroupPath string // pause's, relative to the hierarchies' root
+	// CgroupParent is where the pod's containers' cgroups go: beside
+	// pause's, in the parent the kubelet gave (or berth's default).
+	CgroupParent cgroup.Parent
 	// Files containers of the pod mount: hostname, hosts, resolv.conf and
 	// the shm directory (empty when the pod uses the host's IPC).
 	Hostname, Hosts, Resolv, Shm string
@@ -32,10 +37,14 @@ func (m *Manager) Get(ctx context.Context, id string) (*Info, error) {
 		return nil, err
 	}
 	rec, cfg := p.snapshot()
+	pause, err := m.pauseCgroup(&rec, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("pod sandbox %s: %w", rec.ID, err)
+	}
 	files := podFiles{dir: rec.Dir}
 	info := &Info{
 		ID: rec.ID, State: rec.State, NetNS: rec.NetNS, PausePid: rec.PausePid,
-		CgroupPath: rec.CgroupPath, Config: cfg,
+		CgroupPath: rec.CgroupPath, CgroupParent: pause.Parent(), Config: cfg,
 		Hostname: files.Hostname(), Hosts: files.Hosts(), Resolv: files.Resolv(),
 	}
 	if _, _, hostIPC := namespaces(cfg); !hostIPC {

@@ -7,36 +7,57 @@ import (
 	"testing"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-runtime/berth/internal/cgroup"
 )
 
-func TestPodCgroupPath(t *testing.T) {
+// Where pause goes (the translation itself is internal/cgroup's): the
+// pod's parent or the driver's default, and, for a recorded pod, what its
+// record names.
+func TestPauseCgroup(t *testing.T) {
+	pod := func(parent string) *runtimeapi.PodSandboxConfig {
+		return &runtimeapi.PodSandboxConfig{Linux: &runtimeapi.LinuxPodSandboxConfig{CgroupParent: parent}}
+	}
 	tests := []struct {
-		driver, parent, want, wantErr string
+		name     string
+		driver   cgroup.Driver
+		rec      Record
+		cfg      *runtimeapi.PodSandboxConfig
+		want     string // pause's cgroup path
+		wantSpec string
+		wantErr  string
 	}{
-		{driver: "cgroupfs", parent: "/kubepods/besteffort/pod123", want: "/kubepods/besteffort/pod123/ID"},
-		{driver: "cgroupfs", parent: "", want: "/berth/ID"},
-		{driver: "cgroupfs", parent: "kubepods", wantErr: "absolute"},
-		{driver: "cgroupfs", parent: "/a/../b", wantErr: "clean"},
-		{driver: "systemd", parent: "kubepods-besteffort-pod1a2b_3c.slice",
-			want: "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1a2b_3c.slice/berth-ID.scope"},
-		{driver: "systemd", parent: "kubepods.slice", want: "/kubepods.slice/berth-ID.scope"},
-		{driver: "systemd", parent: "-.slice", want: "/berth-ID.scope"},
-		{driver: "systemd", parent: "/kubepods/pod1", wantErr: "not a systemd slice"},
-		{driver: "systemd", parent: "a--b.slice", wantErr: "not a valid slice"},
-		{driver: "systemd", parent: "-a.slice", wantErr: "not a valid slice"},
-		{driver: "nope", parent: "/x", wantErr: "unknown cgroup driver"},
+		{name: "cgroupfs parent", driver: cgroup.Cgroupfs, rec: Record{ID: "ID"}, cfg: pod("/kubepods/pod1"),
+			want: "/kubepods/pod1/ID", wantSpec: "/kubepods/pod1/ID"},
+		{name: "cgroupfs default", driver: cgroup.Cgroupfs, rec: Record{ID: "ID"}, cfg: pod(""),
+			want: "/berth/ID", wantSpec: "/berth/ID"},
+		{name: "cgroupfs no config", driver: cgroup.Cgroupfs, rec: Record{ID: "ID"},
+			want: "/berth/ID", wantSpec: "/berth/ID"},
+		{name: "systemd slice", driver: cgroup.Systemd, rec: Record{ID: "ID"}, cfg: pod("kubepods-besteffort-pod1.slice"),
+			want: "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1.slice/berth-ID.scope", wantSpec: "kubepods-besteffort-pod1.slice:berth:ID"},
+		{name: "systemd default", driver: cgroup.Systemd, rec: Record{ID: "ID"}, cfg: pod(""),
+			want: "/berth.slice/berth-ID.scope", wantSpec: "berth.slice:berth:ID"},
+		{name: "systemd with a path", driver: cgroup.Systemd, rec: Record{ID: "ID"}, cfg: pod("/kubepods/pod1"), wantErr: "slice"},
+		{name: "cgroupfs with a slice", driver: cgroup.Cgroupfs, rec: Record{ID: "ID"}, cfg: pod("kubepods.slice"), wantErr: "absolute"},
+		{name: "the record wins", driver: cgroup.Systemd, rec: Record{ID: "ID", Cgroup: "kubepods-pod2.slice:berth:ID"}, cfg: pod("kubepods-pod1.slice"),
+			want: "/kubepods.slice/kubepods-pod2.slice/berth-ID.scope", wantSpec: "kubepods-pod2.slice:berth:ID"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.driver+" "+tt.parent, func(t *testing.T) {
-			got, err := podCgroupPath(tt.driver, tt.parent, "/berth", "ID")
+		t.Run(tt.name, func(t *testing.T) {
+			def, err := tt.driver.Parent("")
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := &Manager{cgroups: tt.driver, defaultParent: def}
+			cg, err := m.pauseCgroup(&tt.rec, tt.cfg)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)
 				}
 				return
 			}
-			if err != nil || got != tt.want {
-				t.Fatalf("= %q, %v; want %q", got, err, tt.want)
+			if err != nil || cg.Path() != tt.want || cg.SpecPath() != tt.wantSpec {
+				t.Fatalf("= %q (%q), %v; want %q (%q)", cg.Path(), cg.SpecPath(), err, tt.want, tt.wantSpec)
 			}
 		})
 	}

@@ -21,6 +21,7 @@ import (
 	_ "github.com/opencontainers/runc/libcontainer/nsenter"
 
 	"github.com/berth-runtime/berth/container/monitord"
+	"github.com/berth-runtime/berth/internal/cgroup"
 )
 
 // libcontainer re-executes this binary as "init" inside each new container
@@ -49,6 +50,7 @@ func main() {
 	pod := fs.String("pod", "", "pod sandbox id")
 	sock := fs.String("socket", "", "unix socket to serve")
 	root := fs.String("root", "", "libcontainer state root")
+	driver := fs.String("cgroup-driver", string(cgroup.Cgroupfs), "cgroup driver: cgroupfs or systemd")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
 	}
@@ -62,6 +64,11 @@ func main() {
 	}
 	if *pod == "" || *sock == "" || *root == "" {
 		report("berth-monitor: --pod, --socket and --root are required")
+		os.Exit(2)
+	}
+	cgroups, err := cgroup.ParseDriver(*driver)
+	if err != nil {
+		report("berth-monitor: " + err.Error())
 		os.Exit(2)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("pod", *pod)
@@ -78,7 +85,7 @@ func main() {
 		report(fmt.Sprintf("listen %s: %v", *sock, err))
 		os.Exit(1)
 	}
-	srv := monitord.New(*pod, *root, log)
+	srv := monitord.New(*pod, *root, cgroups, log)
 	report("ok")
 	log.Info("monitor serving", "socket", *sock, "pid", os.Getpid())
 	if err := srv.Serve(l); err != nil {

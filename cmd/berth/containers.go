@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path"
 	"sync/atomic"
 
 	"github.com/berth-runtime/berth/container"
 	"github.com/berth-runtime/berth/container/spec"
 	"github.com/berth-runtime/berth/image"
+	"github.com/berth-runtime/berth/internal/cgroup"
 	"github.com/berth-runtime/berth/internal/config"
 	"github.com/berth-runtime/berth/internal/events"
 	"github.com/berth-runtime/berth/internal/faultpoint"
@@ -27,10 +27,12 @@ func newContainers(ctx context.Context, cfg *config.Config, pods container.Pods,
 		State:  cfg.State,
 		Pods:   pods,
 		Images: imagesAdapter{images},
-		Logger: log,
-		Events: bus,
-		NRI:    n,
-		Faults: faults,
+		// Validated by the config (cgroupfs or systemd).
+		CgroupDriver: cgroup.Driver(cfg.CgroupDriver),
+		Logger:       log,
+		Events:       bus,
+		NRI:          n,
+		Faults:       faults,
 	})
 }
 
@@ -60,7 +62,7 @@ func (l *latePods) Pod(ctx context.Context, id string) (*container.Pod, error) {
 			ID: info.ID, Config: info.Config, NetNSPath: info.NetNS, PausePID: info.PausePid,
 			// Pause has the pod's leaf cgroup; containers are its siblings
 			// under the parent the kubelet gave, as with containerd.
-			CgroupParent: path.Dir(info.CgroupPath),
+			CgroupParent: info.CgroupParent,
 			HostnamePath: info.Hostname, HostsPath: info.Hosts, ResolvConfPath: info.Resolv, ShmPath: info.Shm,
 		},
 	}, nil

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/berth-runtime/berth/internal/cgroup"
 	"github.com/berth-runtime/berth/internal/config"
 	"github.com/berth-runtime/berth/internal/events"
 	"github.com/berth-runtime/berth/internal/faultpoint"
@@ -99,6 +100,11 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 // serve runs the daemon until ctx is cancelled (SIGTERM/SIGINT) or serving
 // fails. Containers are not touched on the way out: they keep running.
 func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	// Once, before anything is touched: a node where the cgroup driver
+	// cannot work (systemd without D-Bus) fails here, not at every pod.
+	if err := cgroup.Driver(cfg.CgroupDriver).Check(ctx); err != nil {
+		return err
+	}
 	for _, dir := range []string{cfg.Root, cfg.State} {
 		if err := os.MkdirAll(dir, 0o711); err != nil {
 			return fmt.Errorf("create %s: %w", dir, err)

@@ -18,14 +18,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/opencontainers/cgroups"
-	cgroupfs "github.com/opencontainers/cgroups/fs"
-	"github.com/opencontainers/cgroups/fs2"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-runtime/berth/container/monitor"
 	"github.com/berth-runtime/berth/container/spec"
 	"github.com/berth-runtime/berth/internal/cgprime"
+	"github.com/berth-runtime/berth/internal/cgroup"
 	"github.com/berth-runtime/berth/internal/config"
 	"github.com/berth-runtime/berth/network"
 	"github.com/berth-runtime/berth/sandbox"
@@ -290,7 +288,13 @@ func (e *stepEnv) pod(ctx context.Context, record bool) error {
 			NamespaceOptions: &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_CONTAINER},
 		}},
 	}
-	cg, err := newCgroupManager(cgParent + "/" + podID)
+	// The pod cgroup as the sandbox service makes it (cgroupfs).
+	parent, err := cgroup.Cgroupfs.Parent(cgParent)
+	if err != nil {
+		return err
+	}
+	podCg := parent.Child(podID)
+	cg, err := podCg.Manager(nil)
 	if err != nil {
 		return err
 	}
@@ -299,12 +303,9 @@ func (e *stepEnv) pod(ctx context.Context, record bool) error {
 		removeCgroupParents(cgParent)
 		return err
 	})
-	if err := cg.Apply(-1); err != nil {
+	cgPaths, err := cg.Prepare()
+	if err != nil {
 		return err
-	}
-	var cgDirs []string
-	for _, d := range cg.GetPaths() {
-		cgDirs = append(cgDirs, d)
 	}
 
 	var pin string
@@ -354,7 +355,8 @@ func (e *stepEnv) pod(ctx context.Context, record bool) error {
 			return err
 		}
 		resp, err := mon.Call(ctx, &monitor.Request{Op: monitor.OpRunPause, ID: podID, Pause: &monitor.PauseRequest{
-			Args: args, Env: env, NetNS: pin, NewIPC: true, NewUTS: true, NewPID: true, CgroupDirs: cgDirs, Dir: paths.Dir,
+			Args: args, Env: env, NetNS: pin, NewIPC: true, NewUTS: true, NewPID: true,
+			Cgroup: podCg.SpecPath(), CgroupPaths: cgPaths, Dir: paths.Dir,
 		}})
 		if err != nil {
 			return err
@@ -400,7 +402,7 @@ func (e *stepEnv) pod(ctx context.Context, record bool) error {
 		oci, err := spec.Build(&spec.Input{
 			ID: ctrID, Config: ccfg, Image: e.img.config, ImageName: e.img.name, Rootfs: rootfs,
 			Pod: spec.Pod{
-				ID: podID, Config: pcfg, NetNSPath: pin, PausePID: pause.Pid(), CgroupParent: cgParent,
+				ID: podID, Config: pcfg, NetNSPath: pin, PausePID: pause.Pid(), CgroupParent: parent,
 				HostnamePath:   filepath.Join(podDir, "hostname"),
 				HostsPath:      filepath.Join(podDir, "hosts"),
 				ResolvConfPath: filepath.Join(podDir, "resolv.conf"),
@@ -449,15 +451,6 @@ func (e *stepEnv) pod(ctx context.Context, record bool) error {
 		}
 	}
 	return nil
-}
-
-// newCgroupManager is the pod cgroup as the sandbox service makes it.
-func newCgroupManager(path string) (cgroups.Manager, error) {
-	cg := &cgroups.Cgroup{Path: path, Resources: &cgroups.Resources{}}
-	if cgroups.IsCgroup2UnifiedMode() {
-		return fs2.NewManager(cg, filepath.Join("/sys/fs/cgroup", path))
-	}
-	return cgroupfs.NewManager(cg, nil)
 }
 
 // removeCgroupParents removes the per-pod parent directory (which the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
 
 	"github.com/berth-runtime/berth/container"
 	"github.com/berth-runtime/berth/container/spec"
@@ -25,13 +24,14 @@ func (r *monitorPause) Start(ctx context.Context, s *sandbox.PauseSpec) (*sandbo
 	ps := &container.PauseSpec{
 		Pod: spec.Pod{
 			ID: s.PodID, Config: s.Config, NetNSPath: s.NetNS,
-			// The infra container's cgroup is <parent>/<its id>: the pod's.
-			CgroupParent: path.Dir(s.CgroupPath),
+			// The infra container's cgroup is the child of the pod's
+			// parent named by its id, the pod's: pause's.
+			CgroupParent: s.Cgroup.Parent(),
 		},
 		Image:  r.image,
 		NewIPC: s.NewIPC, NewUTS: s.NewUTS, NewPID: s.NewPID,
-		CgroupDirs: s.CgroupDirs,
-		UserNS:     container.MonitorUserNS(s.UserNS),
+		Cgroup: s.Cgroup.SpecPath(), CgroupPaths: s.CgroupPaths,
+		UserNS: container.MonitorUserNS(s.UserNS),
 	}
 	if r.image == "" {
 		var err error

@@ -35,9 +35,12 @@ type PauseRequest struct {
 	// so that the pod's root may administer them. Berth pins the network
 	// namespace from pause afterwards.
 	UserNS *UserNS `json:"userns,omitempty"`
-	// CgroupDirs are the pod cgroup's directories, one per hierarchy: the
-	// monitor moves pause into each before pause reports ready.
-	CgroupDirs []string `json:"cgroupDirs,omitempty"`
+	// Cgroup is the pod's cgroup as an OCI cgroupsPath in the monitor's
+	// driver's form, and CgroupPaths its directories by hierarchy, as
+	// berth prepared it: the monitor moves pause in (with systemd, starts
+	// its scope with it) before pause reports ready.
+	Cgroup      string            `json:"cgroup,omitempty"`
+	CgroupPaths map[string]string `json:"cgroupPaths,omitempty"`
 	// Dir receives ExitFile when pause exits.
 	Dir string `json:"dir"`
 }

@@ -58,6 +58,9 @@ type StartOptions struct {
 	Paths  Paths
 	// RuncRoot is libcontainer's state root, shared by all monitors.
 	RuncRoot string
+	// CgroupDriver makes the pod's cgroups (internal/cgroup); empty is
+	// cgroupfs.
+	CgroupDriver string
 }
 
 // Start runs a monitor in its own session, so that it survives berth, and
@@ -77,7 +80,11 @@ func Start(ctx context.Context, o StartOptions) (*os.Process, error) {
 		return nil, err
 	}
 	defer syncR.Close()
-	cmd := exec.Command(o.Binary, "--pod", o.PodID, "--socket", o.Paths.Socket, "--root", o.RuncRoot)
+	args := []string{"--pod", o.PodID, "--socket", o.Paths.Socket, "--root", o.RuncRoot}
+	if o.CgroupDriver != "" {
+		args = append(args, "--cgroup-driver", o.CgroupDriver)
+	}
+	cmd := exec.Command(o.Binary, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = []*os.File{syncW} // fd 3
 	cmd.Dir = "/"

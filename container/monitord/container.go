@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/opencontainers/runc/libcontainer"
+	"github.com/opencontainers/runc/libcontainer/configs"
 	"github.com/opencontainers/runc/libcontainer/specconv"
 	"github.com/opencontainers/runc/libcontainer/utils"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -62,7 +63,7 @@ func (c *ctr) create(o *monitor.CreateRequest) (err error) {
 	if err := json.Unmarshal(data, c.spec); err != nil {
 		return fmt.Errorf("container %s: decode spec: %w", c.id, err)
 	}
-	cfg, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{CgroupName: c.id, Spec: c.spec})
+	cfg, err := c.libcontainerConfig(c.spec)
 	if err != nil {
 		return fmt.Errorf("container %s: libcontainer config: %w", c.id, err)
 	}
@@ -329,7 +330,7 @@ func (c *ctr) update(r *specs.LinuxResources) error {
 	}
 	linux.Resources = &res
 	next.Linux = &linux
-	nc, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{CgroupName: c.id, Spec: &next})
+	nc, err := c.libcontainerConfig(&next)
 	if err != nil {
 		return fmt.Errorf("container %s: update: %w", c.id, err)
 	}
@@ -340,6 +341,13 @@ func (c *ctr) update(r *specs.LinuxResources) error {
 	}
 	c.spec = &next
 	return nil
+}
+
+// libcontainerConfig is libcontainer's view of a spec. With systemd, its
+// cgroupsPath is slice:prefix:name and the container's cgroup is a scope
+// libcontainer has systemd make (and stop, and set) over D-Bus.
+func (c *ctr) libcontainerConfig(s *specs.Spec) (*configs.Config, error) {
+	return specconv.CreateLibcontainerConfig(&specconv.CreateOpts{CgroupName: c.id, Spec: s, UseSystemdCgroup: c.srv.cgroups.UseSystemd()})
 }
 
 func (c *ctr) delete() error {

@@ -14,7 +14,11 @@ import (
 
 	"github.com/berth-runtime/berth/container/monitor"
 	"github.com/berth-runtime/berth/container/spec"
+	"github.com/berth-runtime/berth/internal/cgroup"
 )
+
+// testParent holds the test containers' cgroups.
+var testParent, _ = cgroup.Cgroupfs.Parent("/berth-monitord-test")
 
 // busyboxRootfs unpacks the busybox test image that hack/build-images
 // caches, or skips.
@@ -121,7 +125,7 @@ func (e *env) create(id string, cfg *runtimeapi.ContainerConfig) string {
 	cfg.Linux.SecurityContext.NamespaceOptions = &runtimeapi.NamespaceOption{Network: host, Ipc: host, Pid: runtimeapi.NamespaceMode_CONTAINER}
 	s, err := spec.Build(&spec.Input{
 		ID: id, Config: cfg, Rootfs: e.rootfs,
-		Pod:  spec.Pod{ID: "pod1", Config: &runtimeapi.PodSandboxConfig{}, CgroupParent: "/berth-monitord-test"},
+		Pod:  spec.Pod{ID: "pod1", Config: &runtimeapi.PodSandboxConfig{}, CgroupParent: testParent},
 		Host: spec.SystemHost{}, Files: spec.DirFS(e.rootfs),
 	})
 	if err != nil {

@@ -7,13 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-runtime/berth/container/monitor"
+	"github.com/berth-runtime/berth/internal/cgroup"
 	"github.com/berth-runtime/berth/sandbox/pause"
 )
 
@@ -52,7 +52,7 @@ func (s *Server) runPause(r *monitor.PauseRequest) *monitor.Response {
 	p := &pauseProc{dir: r.Dir, exited: make(chan struct{})}
 	s.pause = p
 	s.mu.Unlock()
-	if err := p.start(r); err != nil {
+	if err := p.start(r, s.cgroups); err != nil {
 		s.mu.Lock()
 		if s.pause == p {
 			s.pause = nil
@@ -65,7 +65,7 @@ func (s *Server) runPause(r *monitor.PauseRequest) *monitor.Response {
 	return &monitor.Response{Pid: p.pid}
 }
 
-func (p *pauseProc) start(r *monitor.PauseRequest) error {
+func (p *pauseProc) start(r *monitor.PauseRequest, driver cgroup.Driver) error {
 	if err := os.MkdirAll(r.Dir, 0o700); err != nil {
 		return err
 	}
@@ -84,14 +84,17 @@ func (p *pauseProc) start(r *monitor.PauseRequest) error {
 		NewUTS:  r.NewUTS,
 		NewPID:  r.NewPID,
 		Timeout: pauseStartTimeout,
-		Attach: func(pid int) error {
-			for _, dir := range r.CgroupDirs {
-				if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
-					return fmt.Errorf("move pause into cgroup %s: %w", dir, err)
-				}
-			}
-			return nil
-		},
+	}
+	if r.Cgroup != "" {
+		cg, err := driver.FromSpec(r.Cgroup)
+		if err != nil {
+			return err
+		}
+		mgr, err := cg.Manager(r.CgroupPaths)
+		if err != nil {
+			return err
+		}
+		launch.Attach = mgr.Join
 	}
 	if r.UserNS != nil {
 		launch.Prepare = monitor.PrepareUserNS(r.UserNS)

@@ -99,10 +99,13 @@ func TestRunPauseFailureBeforeCgroupMove(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// Joined in the order of libcontainer's v1 controllers: memory, then
+	// cpu.
 	_, err := e.client.Call(ctx, &monitor.Request{Op: monitor.OpRunPause, ID: "pod1", Pause: &monitor.PauseRequest{
-		Args:       []string{"/bin/sh", "-c", `echo "sysctl net.x: no such file" >&3; exec 3>&-; cat "$0" >/dev/null`, fifo},
-		Dir:        t.TempDir(),
-		CgroupDirs: []string{first, missing},
+		Args:        []string{"/bin/sh", "-c", `echo "sysctl net.x: no such file" >&3; exec 3>&-; cat "$0" >/dev/null`, fifo},
+		Dir:         t.TempDir(),
+		Cgroup:      "/berth-monitord-test/pod1",
+		CgroupPaths: map[string]string{"memory": first, "cpu": missing},
 	}})
 	if err == nil || !strings.Contains(err.Error(), "pause: sysctl net.x: no such file") {
 		t.Fatalf("run-pause = %v, want pause's own message", err)

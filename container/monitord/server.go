@@ -18,13 +18,15 @@ import (
 	"sync"
 
 	"github.com/berth-runtime/berth/container/monitor"
+	"github.com/berth-runtime/berth/internal/cgroup"
 )
 
 // Server is one pod's monitor.
 type Server struct {
-	pod  string
-	root string // libcontainer state root
-	log  *slog.Logger
+	pod     string
+	root    string        // libcontainer state root
+	cgroups cgroup.Driver // makes the pod's cgroups
+	log     *slog.Logger
 
 	mu       sync.Mutex
 	ctrs     map[string]*ctr
@@ -34,9 +36,10 @@ type Server struct {
 	once     sync.Once
 }
 
-// New returns a monitor for pod whose libcontainer state lives in root.
-func New(pod, root string, log *slog.Logger) *Server {
-	return &Server{pod: pod, root: root, log: log, ctrs: map[string]*ctr{}, done: make(chan struct{})}
+// New returns a monitor for pod whose libcontainer state lives in root
+// and whose cgroups driver makes.
+func New(pod, root string, driver cgroup.Driver, log *slog.Logger) *Server {
+	return &Server{pod: pod, root: root, cgroups: driver, log: log, ctrs: map[string]*ctr{}, done: make(chan struct{})}
 }
 
 // Serve answers calls on l until a shutdown call finds no container left.

@@ -2,32 +2,16 @@ package spec
 
 import (
 	"fmt"
-	"path"
 	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// DefaultCgroupParent holds containers of pods that name no cgroup parent.
-const DefaultCgroupParent = "/berth"
-
-// CgroupsPath places the container under its pod's cgroup parent (a
-// cgroupfs path). Berth writes the cgroup tree itself with either driver;
-// under a systemd slice the leaf is named as systemd would name a scope,
-// so the kubelet finds it.
-func CgroupsPath(parent, id string) string {
-	if parent == "" {
-		parent = DefaultCgroupParent
-	}
-	if strings.HasSuffix(parent, ".slice") {
-		return path.Join(parent, "berth-"+id+".scope")
-	}
-	return path.Join(parent, id)
-}
-
 func (b *builder) resources(s *specs.Spec) error {
-	s.Linux.CgroupsPath = CgroupsPath(b.in.Pod.CgroupParent, b.in.ID)
+	// Beside pause's, under the pod's parent: in the cgroupsPath form of
+	// the driver that makes it (a path, or slice:berth:<id>).
+	s.Linux.CgroupsPath = b.in.Pod.CgroupParent.Child(b.in.ID).SpecPath()
 	r := b.in.Config.GetLinux().GetResources()
 	if r == nil {
 		return nil

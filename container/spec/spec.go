@@ -15,6 +15,8 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-runtime/berth/internal/cgroup"
 )
 
 // ImageConfig is the part of an image's configuration that shapes a
@@ -37,8 +39,9 @@ type Pod struct {
 	// PausePID holds the pod's IPC and UTS namespaces (and its PID
 	// namespace when the pod shares one).
 	PausePID int
-	// CgroupParent is the cgroup under which the containers are placed.
-	CgroupParent string
+	// CgroupParent is the cgroup under which the containers are placed
+	// (the zero Parent: berth's cgroupfs default).
+	CgroupParent cgroup.Parent
 	// Files prepared by the sandbox, bind-mounted into every container.
 	// Empty paths are skipped.
 	HostnamePath   string

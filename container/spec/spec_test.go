@@ -10,6 +10,8 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-runtime/berth/internal/cgroup"
 )
 
 type fakeHost struct {
@@ -86,7 +88,7 @@ func baseInput() *Input {
 			},
 			NetNSPath:      "/run/berth/netns/p1",
 			PausePID:       42,
-			CgroupParent:   "/kubepods/podu",
+			CgroupParent:   parentOf(cgroup.Cgroupfs, "/kubepods/podu"),
 			HostsPath:      "/pod/hosts",
 			ResolvConfPath: "/pod/resolv.conf",
 			HostnamePath:   "/pod/hostname",
@@ -337,6 +339,19 @@ func TestBuild(t *testing.T) {
 		check   func(*testing.T, *specs.Spec)
 		invalid string
 	}{
+		{name: "systemd cgroup", mod: func(in *Input) {
+			in.Pod.CgroupParent = parentOf(cgroup.Systemd, "kubepods-besteffort-podu.slice")
+		}, check: func(t *testing.T, s *specs.Spec) {
+			// runc's systemd form: the scope berth-c1.scope in the slice.
+			if s.Linux.CgroupsPath != "kubepods-besteffort-podu.slice:berth:c1" {
+				t.Errorf("cgroups %q", s.Linux.CgroupsPath)
+			}
+		}},
+		{name: "no cgroup parent", mod: func(in *Input) { in.Pod.CgroupParent = cgroup.Parent{} }, check: func(t *testing.T, s *specs.Spec) {
+			if s.Linux.CgroupsPath != "/berth/c1" {
+				t.Errorf("cgroups %q", s.Linux.CgroupsPath)
+			}
+		}},
 		{name: "defaults", check: func(t *testing.T, s *specs.Spec) {
 			if got := s.Process.Args; !reflect.DeepEqual(got, []string{"/bin/sh", "-c", "true"}) {
 				t.Errorf("args %q", got)
@@ -719,4 +734,13 @@ func TestSandboxSpec(t *testing.T) {
 	if len(s.Linux.Namespaces) != 1 || s.Hostname != "" {
 		t.Errorf("host pod's infra: namespaces %+v hostname %q", s.Linux.Namespaces, s.Hostname)
 	}
+}
+
+// parentOf is a cgroup parent the tests know to be valid.
+func parentOf(d cgroup.Driver, name string) cgroup.Parent {
+	p, err := d.Parent(name)
+	if err != nil {
+		panic(err)
+	}
+	return p
 }

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/berth-runtime/berth/internal/cgroup"
 	"github.com/berth-runtime/berth/internal/config"
 	"github.com/berth-runtime/berth/test/framework"
 )
@@ -276,12 +277,13 @@ func TestVersion(t *testing.T) {
 func TestRuntimeConfigCgroupDriver(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name string
-		opts []framework.Option
-		want runtimeapi.CgroupDriver
+		name    string
+		opts    []framework.Option
+		want    runtimeapi.CgroupDriver
+		systemd bool // berth starts with the systemd driver only where systemd answers
 	}{
 		{name: "default", want: runtimeapi.CgroupDriver_CGROUPFS},
-		{name: "systemd in config", opts: []framework.Option{framework.WithConfig(`cgroup_driver = "systemd"`)}, want: runtimeapi.CgroupDriver_SYSTEMD},
+		{name: "systemd in config", opts: []framework.Option{framework.WithConfig(`cgroup_driver = "systemd"`)}, want: runtimeapi.CgroupDriver_SYSTEMD, systemd: true},
 		{name: "flag over config", opts: []framework.Option{
 			framework.WithConfig(`cgroup_driver = "systemd"`), framework.WithArgs("--cgroup-driver", "cgroupfs"),
 		}, want: runtimeapi.CgroupDriver_CGROUPFS},
@@ -289,6 +291,9 @@ func TestRuntimeConfigCgroupDriver(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
+			if err := cgroup.Systemd.Check(framework.Ctx(t)); tt.systemd && err != nil {
+				t.Skipf("needs systemd (test/cgroup checks that berth refuses to start without it): %v", err)
+			}
 			d := framework.StartDaemon(t, tt.opts...)
 			resp, err := d.Runtime.RuntimeConfig(framework.Ctx(t), &runtimeapi.RuntimeConfigRequest{})
 			if err != nil {
