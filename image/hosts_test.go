@@ -229,6 +229,8 @@ func TestEndpointsWithHostsDir(t *testing.T) {
 		{name: "pull-only host asked for a digest", files: map[string]string{"quay.io/hosts.toml": "[host.\"https://p.example\"]\ncapabilities = [\"pull\"]"},
 			ref: "quay.io/x@sha256:" + strings.Repeat("a", 64), want: []ep{{"p.example", false, true, "/v2"}, {"quay.io", false, false, ""}}},
 		{name: "no host may resolve", files: map[string]string{"quay.io/hosts.toml": "capabilities = [\"pull\"]"}, ref: "quay.io/x:1", wantErr: "no host may resolve tag 1"},
+		{name: "nothing to pull from", files: map[string]string{"quay.io/hosts.toml": "capabilities = [\"push\"]"},
+			ref: "quay.io/x@sha256:" + strings.Repeat("a", 64), wantErr: "no host to pull from"},
 		{name: "push-only hosts never pulled from", files: map[string]string{"quay.io/hosts.toml": "[host.\"https://p.example\"]\ncapabilities = [\"push\"]"},
 			ref: "quay.io/x:1", want: []ep{{"quay.io", false, false, ""}}},
 		{name: "Docker's certs.d layout", files: map[string]string{"quay.io/README": "no hosts.toml"}, ref: "quay.io/x:1", want: []ep{{"quay.io", false, false, ""}}},

@@ -184,6 +184,9 @@ func (r *registries) endpoints(ref Reference, req *AuthConfig) ([]endpoint, erro
 	default:
 		eps = r.configured(host, req)
 	}
+	if len(eps) == 0 {
+		return nil, fmt.Errorf("registry %s: %s leaves no host to pull from (none has the pull capability)", host, hf.path)
+	}
 	if ref.Digest != "" {
 		return eps, nil
 	}

@@ -128,13 +128,17 @@ func (c *CNI) Ready(ctx context.Context) error {
 	return nil
 }
 
+// ErrInvalidPodCIDR marks a pod CIDR that does not parse, the caller's
+// fault; other SetPodCIDRs errors are the node's (a conf dir not writable).
+var ErrInvalidPodCIDR = errors.New("invalid pod CIDR")
+
 // SetPodCIDRs records the node's pod CIDRs, passed to IPAM as ipRanges,
 // and writes the default network on them when it follows the pod CIDR.
 // A failed write is returned, and the kubelet sends the CIDR again.
 func (c *CNI) SetPodCIDRs(cidrs []string) error {
 	for _, s := range cidrs {
 		if _, _, err := net.ParseCIDR(s); err != nil {
-			return fmt.Errorf("pod CIDR %q: %w", s, err)
+			return fmt.Errorf("%w %q: %w", ErrInvalidPodCIDR, s, err)
 		}
 	}
 	if d := c.cfg.Default; d != nil && d.FollowPodCIDR && len(cidrs) > 0 {

@@ -194,6 +194,20 @@ func TestDefaultFollowsPodCIDR(t *testing.T) {
 			t.Errorf("network after pod CIDR %s:\n%s", cidr, list.Bytes)
 		}
 	}
+	if err := c.SetPodCIDRs([]string{"10.244.1.0"}); !errors.Is(err, ErrInvalidPodCIDR) {
+		t.Errorf("SetPodCIDRs of a bad CIDR = %v, want ErrInvalidPodCIDR", err)
+	}
+	// A conf dir that cannot be written is the node's fault, not the
+	// caller's: the kubelet retries.
+	notDir := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(notDir, nil, 0o644)
+	bad, err := NewCNI(Config{ConfDir: filepath.Join(notDir, "net.d"), CacheDir: t.TempDir(), Default: &DefaultNetwork{FollowPodCIDR: true}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bad.SetPodCIDRs([]string{"10.244.1.0/24"}); err == nil || errors.Is(err, ErrInvalidPodCIDR) {
+		t.Errorf("SetPodCIDRs into an unwritable conf dir = %v, want an error that is not ErrInvalidPodCIDR", err)
+	}
 	if _, err := NewCNI(Config{ConfDir: dir, CacheDir: t.TempDir(), Default: &DefaultNetwork{FollowPodCIDR: true, Subnet: "10.1.0.0/16"}}, nil); err == nil {
 		t.Error("a subnet and FollowPodCIDR accepted together")
 	}

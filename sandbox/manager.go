@@ -169,7 +169,10 @@ func (m *Manager) UpdatePodCIDR(ctx context.Context, cidrs string) error {
 		}
 	}
 	if err := m.net.SetPodCIDRs(list); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalid, err)
+		if errors.Is(err, network.ErrInvalidPodCIDR) {
+			return fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		return err
 	}
 	return nil
 }
