@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,6 +14,9 @@ import (
 // through iptables (br_netfilter): with it on, traffic between two pods on
 // one bridge passes the FORWARD chain.
 const bridgeNFCallIPTables = "/proc/sys/net/bridge/bridge-nf-call-iptables"
+
+// forwardLock orders the tests that change the host's forwarding.
+const forwardLock = "/tmp/berth-test-forward.lock"
 
 // DockerForwarding gives the host, for the rest of the test, what a host
 // running dockerd with its defaults has: FORWARD policy DROP and bridge
@@ -31,7 +33,9 @@ func DockerForwarding(t testing.TB) {
 	if _, err := exec.LookPath("iptables"); err != nil {
 		t.Skip("needs iptables")
 	}
-	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "berth-test-forward.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	// A fixed path, not $TMPDIR: every test process on the host must
+	// find the same lock.
+	lock, err := os.OpenFile(forwardLock, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
