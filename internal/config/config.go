@@ -29,7 +29,7 @@ type Config struct {
 	Address        string   `toml:"address" flag:"address" check:"required abs" doc:"Unix socket the CRI services are served on (a unix:// prefix is accepted)."`
 	Root           string   `toml:"root" flag:"root" check:"required abs" doc:"Persistent state: image content, unpacked layers, image metadata."`
 	State          string   `toml:"state" flag:"state" check:"required abs" doc:"Volatile state (should be on tmpfs): pod and container records, network namespace pins, the lock file."`
-	CgroupDriver   string   `toml:"cgroup_driver" flag:"cgroup-driver" check:"oneof=cgroupfs|systemd" doc:"Cgroup driver reported to the kubelet and used for pods: cgroupfs or systemd."`
+	CgroupDriver   string   `toml:"cgroup_driver" flag:"cgroup-driver" check:"oneof=cgroupfs|systemd" doc:"Cgroup driver reported to the kubelet and used for pods: cgroupfs (berth writes the cgroup tree) or systemd (pods and containers are transient systemd scopes made over D-Bus; berth refuses to start where systemd does not answer)."`
 	LogLevel       string   `toml:"log_level" flag:"log-level" check:"oneof=debug|info|warn|error" doc:"Log level: debug, info, warn or error. debug logs every CRI call."`
 	LogFormat      string   `toml:"log_format" flag:"log-format" check:"oneof=text|json" doc:"Log format on stderr: text or json."`
 	MetricsAddress string   `toml:"metrics_address" flag:"metrics-address" check:"hostport" doc:"host:port to serve Prometheus metrics on at /metrics; empty disables them."`
