@@ -28,6 +28,7 @@ import (
 	"syscall"
 
 	"github.com/berth-runtime/berth/image"
+	"github.com/berth-runtime/berth/internal/idindex"
 )
 
 // SocketSuffix is appended to the CRI socket's path to name the admin one.
@@ -124,7 +125,7 @@ func (h *handler) tag(w http.ResponseWriter, r *http.Request) {
 // status maps the image package's errors to HTTP statuses.
 func status(err error) int {
 	switch {
-	case errors.Is(err, image.ErrInvalidArchive), errors.Is(err, image.ErrInvalidReference):
+	case errors.Is(err, image.ErrInvalidArchive), errors.Is(err, image.ErrInvalidReference), errors.Is(err, idindex.ErrAmbiguous):
 		return http.StatusBadRequest
 	case errors.Is(err, image.ErrNotFound):
 		return http.StatusNotFound

@@ -166,7 +166,7 @@ func (s *Service) start(ctx context.Context, c *ctr) error {
 // idempotence: the kubelet retries a stop whose answer it missed).
 func (s *Service) Stop(ctx context.Context, id string, timeout time.Duration) error {
 	c, err := s.lookup(id)
-	if isMissing(err) {
+	if errors.Is(err, ErrNotFound) {
 		return nil
 	}
 	if err != nil {
@@ -234,7 +234,7 @@ func (s *Service) stop(ctx context.Context, c *ctr, timeout time.Duration) error
 // succeeds.
 func (s *Service) Remove(ctx context.Context, id string) error {
 	c, err := s.lookup(id)
-	if isMissing(err) {
+	if errors.Is(err, ErrNotFound) {
 		return nil
 	}
 	if err != nil {

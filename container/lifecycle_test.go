@@ -3,9 +3,11 @@ package container
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/berth-runtime/berth/container/spec"
+	"github.com/berth-runtime/berth/internal/idindex"
 )
 
 type noPods struct{}
@@ -46,13 +48,34 @@ func TestStopRemoveMissing(t *testing.T) {
 	if err := s.Start(ctx, newID()); !errors.Is(err, ErrNotFound) {
 		t.Errorf("start of a missing container: %v, want not found", err)
 	}
-	for _, id := range []string{"ab" + newID()[2:], "ab" + newID()[2:]} {
+	ids := []string{"ab" + newID()[2:], "ab" + newID()[2:]}
+	for _, id := range ids {
 		s.ctrs[id] = &ctr{rec: Record{ID: id}, exited: make(chan struct{})}
 	}
-	if err := s.Stop(ctx, "ab", 0); !errors.Is(err, ErrNotFound) || !errors.Is(err, errAmbiguous) {
-		t.Errorf("stop of an ambiguous prefix: %v", err)
+	// A pod's infra container is no candidate: CRI does not name it.
+	infra := "ab" + newID()[2:]
+	s.ctrs[infra] = &ctr{rec: Record{ID: infra, Sandbox: true}, exited: make(chan struct{})}
+	ambiguous := func(what string, err error) {
+		t.Helper()
+		if errors.Is(err, ErrNotFound) || !errors.Is(err, idindex.ErrAmbiguous) {
+			t.Errorf("%s of an ambiguous prefix: %v, want ambiguous, not not found", what, err)
+			return
+		}
+		for _, id := range ids {
+			if !strings.Contains(err.Error(), id) {
+				t.Errorf("%s of an ambiguous prefix: %q does not name %s", what, err, id)
+			}
+		}
+		if strings.Contains(err.Error(), infra) {
+			t.Errorf("%s of an ambiguous prefix: %q names the infra container", what, err)
+		}
 	}
-	if err := s.Remove(ctx, "ab"); !errors.Is(err, ErrNotFound) || !errors.Is(err, errAmbiguous) {
-		t.Errorf("remove of an ambiguous prefix: %v", err)
+	ambiguous("stop", s.Stop(ctx, "ab", 0))
+	ambiguous("remove", s.Remove(ctx, "ab"))
+	_, _, err := s.Status(ctx, "ab", false)
+	ambiguous("status", err)
+	ambiguous("start", s.Start(ctx, "ab"))
+	if _, _, err := s.Status(ctx, ids[0][:10], false); err != nil {
+		t.Errorf("status by a unique prefix: %v", err)
 	}
 }

@@ -347,7 +347,7 @@ func (s *Service) NRIUpdate(ctx context.Context, u *api.ContainerUpdate) error {
 // containerd does.
 func (s *Service) NRIEvict(ctx context.Context, e *api.ContainerEviction) error {
 	c, err := s.lookupExact(e.GetContainerId())
-	if isMissing(err) {
+	if errors.Is(err, ErrNotFound) {
 		return nil
 	}
 	if err != nil {

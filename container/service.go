@@ -10,10 +10,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -23,6 +23,7 @@ import (
 	"github.com/berth-runtime/berth/internal/cgroup"
 	"github.com/berth-runtime/berth/internal/events"
 	"github.com/berth-runtime/berth/internal/faultpoint"
+	"github.com/berth-runtime/berth/internal/idindex"
 	"github.com/berth-runtime/berth/internal/store"
 	"github.com/berth-runtime/berth/nri"
 )
@@ -178,7 +179,10 @@ func (s *Service) monitorBinary() (string, error) {
 	return monitor.FindBinary()
 }
 
-// lookup finds a container by id or unique id prefix.
+// lookup finds a container by id or unique id prefix. A prefix that
+// begins several containers' ids is an error naming them, not
+// ErrNotFound: the container asked for may exist, so Stop and Remove must
+// not answer that it is gone.
 func (s *Service) lookup(id string) (*ctr, error) {
 	if id == "" {
 		return nil, fmt.Errorf("%w: empty container id", ErrNotFound)
@@ -188,29 +192,26 @@ func (s *Service) lookup(id string) (*ctr, error) {
 	if c, ok := s.ctrs[id]; ok && !c.rec.Sandbox {
 		return c, nil
 	}
-	var found *ctr
-	for full, c := range s.ctrs {
-		if strings.HasPrefix(full, id) && !c.rec.Sandbox {
-			if found != nil {
-				return nil, fmt.Errorf("%w: %w: container id prefix %s", ErrNotFound, errAmbiguous, id)
-			}
-			found = c
-		}
-	}
-	if found == nil {
+	_, c, err := idindex.Find(s.workloads(), id)
+	if errors.Is(err, idindex.ErrNotFound) {
 		return nil, fmt.Errorf("%w: container %s", ErrNotFound, id)
 	}
-	return found, nil
+	if err != nil {
+		return nil, fmt.Errorf("container %w", err)
+	}
+	return c, nil
 }
 
-// errAmbiguous is a lookup by a prefix that names several containers:
-// not found, but no proof that the container asked for is gone either.
-var errAmbiguous = errors.New("ambiguous id prefix")
-
-// isMissing tells whether a lookup failed because no container has the
-// id, which Stop and Remove take as done.
-func isMissing(err error) bool {
-	return errors.Is(err, ErrNotFound) && !errors.Is(err, errAmbiguous)
+// workloads are the containers CRI names, without pods' infra
+// containers. The caller holds s.mu.
+func (s *Service) workloads() iter.Seq2[string, *ctr] {
+	return func(yield func(string, *ctr) bool) {
+		for id, c := range s.ctrs {
+			if !c.rec.Sandbox && !yield(id, c) {
+				return
+			}
+		}
+	}
 }
 
 func nameKey(podID string, md *runtimeapi.ContainerMetadata) string {

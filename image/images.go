@@ -2,12 +2,16 @@ package image
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/berth-runtime/berth/internal/idindex"
 )
 
 // Image is what the service tells about one stored image.
@@ -125,20 +129,23 @@ func (s *Service) resolveLocked(name string) (*imageRecord, error) {
 	return nil, fmt.Errorf("%w: %s", ErrNotFound, name)
 }
 
+// byIDPrefixLocked finds the image whose ID begins with sha256:hex. A
+// prefix of several IDs is an error naming them, not ErrNotFound: Remove
+// must not take it for an image that is gone, nor ImageStatus tell the
+// kubelet to pull.
 func (s *Service) byIDPrefixLocked(hex, name string) (*imageRecord, error) {
-	var found *imageRecord
-	for id, img := range s.images {
-		if strings.HasPrefix(id, "sha256:"+hex) {
-			if found != nil {
-				return nil, fmt.Errorf("%w: %s names more than one image", ErrNotFound, name)
-			}
-			found = img
-		}
-	}
-	if found == nil {
+	_, img, err := idindex.Find(maps.All(s.images), "sha256:"+hex)
+	if errors.Is(err, idindex.ErrNotFound) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, name)
 	}
-	return found, nil
+	var amb *idindex.AmbiguousError
+	if errors.As(err, &amb) {
+		amb.Prefix = name // as the user typed it, without the sha256: it may lack
+	}
+	if err != nil {
+		return nil, fmt.Errorf("image %w", err)
+	}
+	return img, nil
 }
 
 func isHex(s string) bool {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/berth-runtime/berth/internal/cgroup"
 	"github.com/berth-runtime/berth/internal/events"
 	"github.com/berth-runtime/berth/internal/faultpoint"
+	"github.com/berth-runtime/berth/internal/idindex"
 	"github.com/berth-runtime/berth/internal/store"
 	"github.com/berth-runtime/berth/network"
 	"github.com/berth-runtime/berth/nri"
@@ -177,7 +179,9 @@ func (m *Manager) UpdatePodCIDR(ctx context.Context, cidrs string) error {
 	return nil
 }
 
-// lookup finds a pod by id or unique id prefix.
+// lookup finds a pod by id or unique id prefix. A prefix that begins
+// several pods' ids is an error naming them, not ErrNotFound: Stop and
+// Remove must not take it for a pod that is gone.
 func (m *Manager) lookup(id string) (*pod, error) {
 	if id == "" {
 		return nil, fmt.Errorf("%w: empty id", ErrNotFound)
@@ -187,19 +191,14 @@ func (m *Manager) lookup(id string) (*pod, error) {
 	if p, ok := m.pods[id]; ok {
 		return p, nil
 	}
-	var found *pod
-	for full, p := range m.pods {
-		if strings.HasPrefix(full, id) {
-			if found != nil {
-				return nil, fmt.Errorf("%w: id prefix %s is ambiguous", ErrNotFound, id)
-			}
-			found = p
-		}
-	}
-	if found == nil {
+	_, p, err := idindex.Find(maps.All(m.pods), id)
+	if errors.Is(err, idindex.ErrNotFound) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
-	return found, nil
+	if err != nil {
+		return nil, fmt.Errorf("pod sandbox %w", err)
+	}
+	return p, nil
 }
 
 func (m *Manager) add(p *pod) {

@@ -10,6 +10,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-runtime/berth/container"
+	"github.com/berth-runtime/berth/internal/idindex"
 )
 
 // Containers is the container service, as *container.Service implements
@@ -35,7 +36,7 @@ func containerError(err error) error {
 		return nil
 	case errors.Is(err, container.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, container.ErrInvalid):
+	case errors.Is(err, container.ErrInvalid), errors.Is(err, idindex.ErrAmbiguous):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, container.ErrNameReserved):
 		return status.Error(codes.AlreadyExists, err.Error())

@@ -14,6 +14,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-runtime/berth/image"
+	"github.com/berth-runtime/berth/internal/idindex"
 )
 
 type fakeImages struct {
@@ -42,6 +43,7 @@ func TestImageErrorCodes(t *testing.T) {
 	}{
 		{fmt.Errorf("pull x: %w", image.ErrInvalidReference), codes.InvalidArgument},
 		{fmt.Errorf("pull x: %w", image.ErrNotFound), codes.NotFound},
+		{fmt.Errorf("image %w", &idindex.AmbiguousError{Prefix: "0", IDs: []string{"sha256:0a", "sha256:0b"}}), codes.InvalidArgument},
 		{fmt.Errorf("pull x: %w", image.ErrUnauthorized), codes.Unauthenticated},
 		{fmt.Errorf("pull x: %w", context.DeadlineExceeded), codes.DeadlineExceeded},
 		{fmt.Errorf("pull x: %w", context.Canceled), codes.Canceled},
@@ -107,6 +109,13 @@ func TestImageStatus(t *testing.T) {
 	resp, err = s.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: "a:1"}})
 	if err != nil || resp.GetImage() != nil {
 		t.Errorf("missing image: %v, %v; want an empty answer", resp, err)
+	}
+
+	// An ID prefix of two images is no missing image: the kubelet must
+	// not be told to pull.
+	f.err = fmt.Errorf("image %w", &idindex.AmbiguousError{Prefix: "0", IDs: []string{"sha256:0a", "sha256:0b"}})
+	if _, err := s.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: "sha256:0"}}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("ambiguous image: %v; want InvalidArgument", err)
 	}
 
 	fs, err := s.ImageFsInfo(ctx, &runtimeapi.ImageFsInfoRequest{})

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/berth-runtime/berth/image"
+	"github.com/berth-runtime/berth/internal/idindex"
 )
 
 // Images is the image service, as *image.Service implements it.
@@ -34,7 +35,7 @@ func imageError(err error) error {
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
-	case errors.Is(err, image.ErrInvalidReference):
+	case errors.Is(err, image.ErrInvalidReference), errors.Is(err, idindex.ErrAmbiguous):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, image.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/berth-runtime/berth/internal/idindex"
 	"github.com/berth-runtime/berth/sandbox"
 )
 
@@ -139,6 +140,7 @@ func TestSandboxErrorCodes(t *testing.T) {
 	}{
 		{fmt.Errorf("pod x: %w", sandbox.ErrNotFound), codes.NotFound},
 		{fmt.Errorf("pod x: %w: bad sysctl", sandbox.ErrInvalid), codes.InvalidArgument},
+		{fmt.Errorf("pod sandbox %w", &idindex.AmbiguousError{Prefix: "0", IDs: []string{"0a", "0b"}}), codes.InvalidArgument},
 		{fmt.Errorf("pod x: %w", context.DeadlineExceeded), codes.DeadlineExceeded},
 		{errors.New("plugin type=\"bridge\" failed (add): boom"), codes.Unknown},
 	}

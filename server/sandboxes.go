@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/berth-runtime/berth/internal/idindex"
 	"github.com/berth-runtime/berth/sandbox"
 )
 
@@ -32,7 +33,7 @@ func sandboxError(err error) error {
 		return nil
 	case errors.Is(err, sandbox.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, sandbox.ErrInvalid):
+	case errors.Is(err, sandbox.ErrInvalid), errors.Is(err, idindex.ErrAmbiguous):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/berth-runtime/berth/internal/idindex"
 	"github.com/berth-runtime/berth/stats"
 )
 
@@ -27,6 +28,8 @@ func statsError(err error) error {
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, idindex.ErrAmbiguous):
+		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, stats.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
 	default:

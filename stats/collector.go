@@ -13,6 +13,8 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-runtime/berth/internal/idindex"
 )
 
 // ErrNotFound wraps a request for a pod or container that does not exist.
@@ -150,23 +152,15 @@ func (c *Collector) PodSandboxStats(ctx context.Context, id string) (*runtimeapi
 }
 
 // findID finds the item of items whose id (idOf) is id, or the only one
-// it is a prefix of; kind names the items in errors.
+// it is a prefix of; kind names the items in errors. A prefix of several
+// is an error naming them, not ErrNotFound.
 func findID[T any](items []T, id, kind string, idOf func(*T) string) (*T, error) {
-	var found *T
-	for i := range items {
-		iid := idOf(&items[i])
-		if iid == id {
-			return &items[i], nil
-		}
-		if id != "" && strings.HasPrefix(iid, id) {
-			if found != nil {
-				return nil, fmt.Errorf("%w: %s id prefix %s is ambiguous", ErrNotFound, kind, id)
-			}
-			found = &items[i]
-		}
-	}
-	if found == nil {
+	_, found, err := idindex.Find(idindex.Slice(items, idOf), id)
+	if errors.Is(err, idindex.ErrNotFound) {
 		return nil, fmt.Errorf("%w: %s %s", ErrNotFound, kind, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s %w", kind, err)
 	}
 	return found, nil
 }

@@ -2,6 +2,7 @@ package stats
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-runtime/berth/internal/idindex"
 )
 
 func TestParseMountinfo(t *testing.T) {
@@ -317,11 +320,14 @@ func TestCollector(t *testing.T) {
 	if st, err := c.ContainerStats(ctx, "c4"); err != nil || st.Cpu != nil || st.Memory != nil {
 		t.Fatalf("exited c4: %v %v", st, err)
 	}
-	if _, err := c.ContainerStats(ctx, "nope"); err == nil {
-		t.Fatal("missing container: no error")
+	if _, err := c.ContainerStats(ctx, "nope"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("missing container: %v, want not found", err)
 	}
-	if _, err := c.ContainerStats(ctx, "c"); err == nil {
-		t.Fatal("ambiguous prefix: no error")
+	if _, err := c.ContainerStats(ctx, "c"); !errors.Is(err, idindex.ErrAmbiguous) || errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "c1, c2, c3, c4") {
+		t.Fatalf("ambiguous prefix: %v, want ambiguous naming c1-c4", err)
+	}
+	if _, err := c.PodSandboxStats(ctx, "pod"); !errors.Is(err, idindex.ErrAmbiguous) || errors.Is(err, ErrNotFound) {
+		t.Fatalf("ambiguous pod prefix: %v, want ambiguous", err)
 	}
 
 	pods := c.ListPodSandboxStats(ctx, nil)
