@@ -208,7 +208,7 @@ func annotatedNames(ann map[string]string) ([]string, error) {
 }
 
 // planIndex picks the store's platform from an index, as a pull does
-// (a child without a platform counts as linux/amd64).
+// (choosePlatform).
 func (s *Service) planIndex(a *archive, desc v1.Descriptor) (*importPlan, error) {
 	raw, err := a.blobJSON(desc)
 	if err != nil {
@@ -218,27 +218,16 @@ func (s *Service) planIndex(a *archive, desc v1.Descriptor) (*importPlan, error)
 	if err != nil {
 		return nil, fmt.Errorf("%w: index %s: %w", ErrInvalidArchive, desc.Digest, err)
 	}
-	var seen []string
-	for _, child := range idx.Manifests {
-		if !child.MediaType.IsImage() {
-			continue
-		}
-		p := v1.Platform{OS: "linux", Architecture: "amd64"}
-		if child.Platform != nil {
-			p = *child.Platform
-		}
-		seen = append(seen, platformString(p))
-		if !p.Satisfies(s.platform) {
-			continue
-		}
-		plan, err := planManifest(a, child)
-		if err != nil {
-			return nil, fmt.Errorf("%s of index %s: %w", platformString(s.platform), desc.Digest, err)
-		}
-		plan.index, plan.indexRaw = &desc, raw
-		return plan, nil
+	child, err := choosePlatform(s.platform, idx.Manifests)
+	if err != nil {
+		return nil, fmt.Errorf("%w: index %s: %w", ErrInvalidArchive, desc.Digest, err)
 	}
-	return nil, fmt.Errorf("%w: index %s has no image for %s (it has %s)", ErrInvalidArchive, desc.Digest, platformString(s.platform), strings.Join(seen, ", "))
+	plan, err := planManifest(a, child)
+	if err != nil {
+		return nil, fmt.Errorf("%s of index %s: %w", platformString(s.platform), desc.Digest, err)
+	}
+	plan.index, plan.indexRaw = &desc, raw
+	return plan, nil
 }
 
 // planManifest reads an image manifest of the layout and checks its

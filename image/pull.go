@@ -138,7 +138,6 @@ func (s *Service) pullFrom(ctx context.Context, ref Reference, ep endpoint, pinn
 	puller, err := remote.NewPuller(
 		remote.WithTransport(s.endpointTransport(ep)),
 		remote.WithAuth(ep.auth),
-		remote.WithPlatform(s.platform),
 		remote.WithUserAgent(userAgent),
 		remote.WithRetryBackoff(retryBackoff),
 	)
@@ -190,9 +189,9 @@ func (s *Service) resolve(ctx context.Context, puller *remote.Puller, where stri
 	default:
 		return nil, fmt.Errorf("%s has media type %q, which is not an image", where, mt)
 	}
-	img, err := desc.Image()
+	img, err := s.platformImage(desc)
 	if err != nil {
-		return nil, fmt.Errorf("platform %s: %w", platformString(s.platform), classify(err))
+		return nil, err
 	}
 	p := &pulled{top: desc}
 	if p.manifest, err = img.RawManifest(); err != nil {
@@ -237,6 +236,35 @@ func (s *Service) resolve(ctx context.Context, puller *remote.Puller, where stri
 		})
 	}
 	return p, nil
+}
+
+// platformImage is the image desc names: itself, or the host's from an
+// index (choosePlatform, as an import chooses).
+func (s *Service) platformImage(desc *remote.Descriptor) (v1.Image, error) {
+	if !desc.MediaType.IsIndex() {
+		img, err := desc.Image()
+		if err != nil {
+			return nil, fmt.Errorf("manifest: %w", classify(err))
+		}
+		return img, nil
+	}
+	idx, err := desc.ImageIndex()
+	if err != nil {
+		return nil, fmt.Errorf("index: %w", classify(err))
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		return nil, fmt.Errorf("index: %w", classify(err))
+	}
+	child, err := choosePlatform(s.platform, im.Manifests)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	img, err := idx.Image(child.Digest)
+	if err != nil {
+		return nil, fmt.Errorf("platform %s, manifest %s: %w", platformString(s.platform), child.Digest, classify(err))
+	}
+	return img, nil
 }
 
 func platformString(p v1.Platform) string {

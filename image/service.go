@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -49,8 +48,8 @@ type Options struct {
 	// the pinned_images key. An image's own record can also say it is
 	// pinned (Import with Pinned).
 	PinnedImages []string
-	// Platform picked from a multi-platform index; zero means linux and
-	// the architecture berth runs on.
+	// Platform picked from a multi-platform index (see choosePlatform);
+	// zero means HostPlatform.
 	Platform v1.Platform
 	Logger   *slog.Logger
 	// Faults hangs a pull at a named step for crash tests; nil in
@@ -153,9 +152,9 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	if downloads <= 0 {
 		downloads = DefaultMaxConcurrentDownloads
 	}
-	platform := opts.Platform
-	if platform.OS == "" {
-		platform = v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
+	platform := normalizePlatform(opts.Platform)
+	if opts.Platform.OS == "" {
+		platform = HostPlatform()
 	}
 	s := &Service{
 		log:       log.With("component", "image"),
