@@ -111,13 +111,27 @@ func (d Driver) Parent(name string) (Parent, error) {
 		name = d.DefaultParent()
 	}
 	if d == Systemd {
-		if strings.Contains(name, ":") {
+		slice := name
+		if strings.Contains(name, "/") {
+			// The kubelet sends the slice's path (its CgroupName.ToSystemd,
+			// /kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice);
+			// the slice is its last element, as containerd and CRI-O take it.
+			slice = path.Base(name)
+			if slice == "/" {
+				slice = "-.slice"
+			}
+		}
+		if strings.Contains(slice, ":") {
 			return Parent{}, fmt.Errorf("cgroup parent %q: not a systemd slice name", name)
 		}
-		if _, err := systemd.ExpandSlice(name); err != nil {
+		dir, err := systemd.ExpandSlice(slice)
+		if err != nil {
 			return Parent{}, fmt.Errorf("cgroup parent %q: the systemd driver needs a slice (name.slice): %w", name, err)
 		}
-		return Parent{driver: d, name: name}, nil
+		if slice != name && path.Clean(name) != dir {
+			return Parent{}, fmt.Errorf("cgroup parent %q: not the path of slice %s (%s)", name, slice, dir)
+		}
+		return Parent{driver: d, name: slice}, nil
 	}
 	if !path.IsAbs(name) {
 		return Parent{}, fmt.Errorf("cgroup parent %q: the cgroupfs driver needs an absolute path", name)
