@@ -11,7 +11,7 @@ GINKGO_VERSION=v2.32.1
 # The stock Kubernetes binaries the kubelet test runs berth under (hack/kubelet;
 # the wrapper modules hack/kubernetes and hack/kubernetes/etcd pin the same).
 KUBERNETES_VERSION=v1.37.2
-ETCD_VERSION=v3.6.16
+ETCD_VERSION=v3.7.0
 # The CNI plugins are pinned by the main go.mod (tool directives).
 CNI_PLUGINS_VERSION="$(cd "$BERTH_ROOT_DIR" && go list -m -f '{{.Version}}' github.com/containernetworking/plugins)"
 
