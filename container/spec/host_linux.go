@@ -114,9 +114,15 @@ func hugetlbAvailable(v2 bool) bool {
 	return false
 }
 
-// Exists implements Host.
-func (SystemHost) Exists(path string) error {
+// MountSource implements Host.
+func (SystemHost) MountSource(path string) error {
 	_, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(path, 0o755); err != nil {
+			return fmt.Errorf("make missing mount source: %w", err)
+		}
+		return nil
+	}
 	return err
 }
 

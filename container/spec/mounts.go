@@ -154,7 +154,7 @@ func (b *builder) criMounts() ([]specs.Mount, string, error) {
 		if src == "" || !filepath.IsAbs(src) {
 			return nil, "", invalid(field+".host_path", "%q is not an absolute path", src)
 		}
-		if err := b.in.Host.Exists(src); err != nil {
+		if err := b.in.Host.MountSource(src); err != nil {
 			return nil, "", invalid(field+".host_path", "%w", err)
 		}
 		prop := "rprivate"

@@ -86,8 +86,11 @@ type Host interface {
 	// AllDevices lists every device node of the host, for privileged
 	// containers.
 	AllDevices() ([]specs.LinuxDevice, error)
-	// Exists returns nil if path exists on the host.
-	Exists(path string) error
+	// MountSource makes sure a bind mount's source exists on the host,
+	// making a missing one a directory (0755): the kubelet leaves that to
+	// the runtime for hostPath volumes of no type (flannel's /run/flannel),
+	// as containerd, CRI-O and Docker do.
+	MountSource(path string) error
 	// Propagation is the propagation of the mount that holds path.
 	Propagation(path string) (Propagation, error)
 	// ReadFile reads a host file (Localhost seccomp profiles).

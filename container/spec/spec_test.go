@@ -44,7 +44,7 @@ func (h fakeHost) Devices(p string) ([]specs.LinuxDevice, error) {
 	}
 	return nil, fs.ErrNotExist
 }
-func (h fakeHost) Exists(p string) error {
+func (h fakeHost) MountSource(p string) error {
 	if strings.HasPrefix(p, "/missing") {
 		return fs.ErrNotExist
 	}
@@ -491,7 +491,7 @@ func TestBuild(t *testing.T) {
 				t.Errorf("options %v", m.Options)
 			}
 		}},
-		{name: "missing mount source", mod: func(in *Input) {
+		{name: "mount source that cannot be made", mod: func(in *Input) {
 			in.Config.Mounts = []*runtimeapi.Mount{{ContainerPath: "/d", HostPath: "/missing/x"}}
 		}, invalid: "mounts[0].host_path"},
 		{name: "relative mount target", mod: func(in *Input) {
