@@ -67,6 +67,9 @@ func main() {
 		os.Exit(2)
 	}
 	cgroups, err := cgroup.ParseDriver(*driver)
+	if err == nil {
+		err = cgroups.DirectToSystemd()
+	}
 	if err != nil {
 		report("berth-monitor: " + err.Error())
 		os.Exit(2)

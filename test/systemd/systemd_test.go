@@ -41,7 +41,9 @@ func requireSystemd(t *testing.T) *sdbus.Conn {
 	if err := cgroup.Systemd.Check(framework.Ctx(t)); err != nil {
 		t.Skipf("needs systemd as init, on D-Bus (run it in a systemd container of the kind node image): %v", err)
 	}
-	conn, err := sdbus.NewWithContext(framework.Ctx(t))
+	// Not the test's context: the connection outlives it, for the
+	// cleanups that check what is left.
+	conn, err := sdbus.NewWithContext(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
