@@ -75,7 +75,9 @@ func TestLifecycleLogsAndProcess(t *testing.T) {
 		t.Errorf("missing image: %v", err)
 	}
 	bad = e.ctrConfig("bad", "true")
-	bad.Mounts = []*runtimeapi.Mount{{ContainerPath: "/x", HostPath: "/does/not/exist"}}
+	// A missing source is made a directory, as the kubelet expects for
+	// hostPath volumes of no type; one that cannot be made is refused.
+	bad.Mounts = []*runtimeapi.Mount{{ContainerPath: "/x", HostPath: "/proc/berth-cannot-make/this"}}
 	if _, err := e.d.Runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: pod, Config: bad, SandboxConfig: podCfg}); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "mounts[0].host_path") {
 		t.Errorf("bad mount: %v", err)
 	}
