@@ -74,6 +74,16 @@ func TestKindCluster(t *testing.T) {
 		}
 	})
 
+	// The kubelet collects images every 5 minutes (its first run, at its
+	// start, finds no image filesystem stats yet) and considers only
+	// images it has seen at an earlier look: the unused image goes into w2
+	// and w2's kubelet is set up for the collection now, and the GC check
+	// comes after the other checks.
+	dockerOK(t, "pull", registry+"/library/busybox:1.36")
+	dockerOK(t, "tag", registry+"/library/busybox:1.36", busybox)
+	gc := startImageGC(t, c, w2)
+	defer gc.restore(t)
+
 	t.Run("kind load docker-image and image-archive", func(t *testing.T) {
 		dockerOK(t, "pull", registry+"/library/busybox:1.36")
 		dockerOK(t, "tag", registry+"/library/busybox:1.36", busybox)
@@ -143,7 +153,8 @@ func TestKindCluster(t *testing.T) {
 		}
 
 		// From the client on w2: the replica on w1 by pod IP, by its own
-		// Service's DNS name, and the Service of all replicas.
+		// Service's DNS name, and the Service of all replicas. (timeout, not
+		// wget -T: Debian's busybox 1.35 wget crashes with -T.)
 		for _, url := range []string{
 			"http://" + webA.Status.PodIP + ":8080/",
 			"http://web-a.default.svc.cluster.local/",
@@ -151,7 +162,7 @@ func TestKindCluster(t *testing.T) {
 		} {
 			var got string
 			waitFor(t, time.Minute, "client on "+w2+" gets "+url, func() (bool, string) {
-				out, err := c.kubectl("", "exec", "client", "--", "wget", "-q", "-T", "3", "-O", "-", url)
+				out, err := c.kubectl("", "exec", "client", "--", "timeout", "5", "wget", "-q", "-O", "-", url)
 				got = strings.TrimSpace(out)
 				return err == nil, out
 			})
@@ -181,7 +192,7 @@ func TestKindCluster(t *testing.T) {
 	})
 
 	t.Run("image GC removes an unused image, never a preloaded one", func(t *testing.T) {
-		checkImageGC(t, c, w2)
+		gc.check(t)
 	})
 
 	t.Run("control plane paused for 60s", func(t *testing.T) {
@@ -363,36 +374,72 @@ func checkDebug(t *testing.T, c *cluster, web string) {
 	}
 }
 
-// checkImageGC loads an image nothing uses into one worker, then makes
-// that worker's kubelet collect images at its next start (thresholds of
-// 1%/0%, no minimum age) and restarts it: the image goes, the preloaded
-// (pinned) ones stay. The kubelet's config is put back afterwards.
-func checkImageGC(t *testing.T, c *cluster, node string) {
+// imageGC checks the kubelet's image GC on one worker: its config is set
+// to collect images (thresholds of 1%/0%, a minimum age of 1s) and the kubelet
+// restarted, an image nothing uses is loaded into that worker only, and
+// the next collection must remove it and none of the preloaded (pinned)
+// images. The kubelet's config is put back afterwards. (A minimum age of
+// 1s, not 0: the kubelet makes 0 its default, 2m.)
+type imageGC struct {
+	c         *cluster
+	node      string
+	restarted time.Time
+	preloaded string
+	restored  bool
+}
+
+const kubeletConfig = "/var/lib/kubelet/config.yaml"
+
+func startImageGC(t *testing.T, c *cluster, node string) *imageGC {
+	g := &imageGC{c: c, node: node}
+	g.preloaded = g.preloadedImages(t)
+	g.load(t)
+	c.mustOnNode(t, node, "cp "+kubeletConfig+" "+kubeletConfig+".orig && grep -v -e '^imageGC' -e '^imageMinimumGCAge' "+kubeletConfig+".orig > "+kubeletConfig+
+		" && printf 'imageGCHighThresholdPercent: 1\\nimageGCLowThresholdPercent: 0\\nimageMinimumGCAge: 1s\\n' >> "+kubeletConfig+
+		" && systemctl restart kubelet")
+	g.restarted = time.Now()
+	waitFor(t, 3*time.Minute, "nodes Ready after "+node+"'s kubelet restart", c.nodesReady)
+	return g
+}
+
+func (g *imageGC) preloadedImages(t *testing.T) string {
+	return g.c.mustOnNode(t, g.node, "crictl images | awk '$1 ~ /^(registry.k8s.io|ghcr.io)\\// {print $1\":\"$2}' | sort")
+}
+
+func (g *imageGC) load(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "gc"), randomSuffix()+"\n")
 	writeFile(t, filepath.Join(dir, "Dockerfile"), "FROM "+busybox+"\nCOPY gc /gc\n")
 	dockerOK(t, "build", "-t", "berth.test/gcme:v1", dir)
-	kindOK(t, c, "load", "docker-image", "berth.test/gcme:v1", "--nodes", node)
-	preloaded := c.mustOnNode(t, node, "crictl images | awk '$1 ~ /^registry.k8s.io\\// {print $1\":\"$2}' | sort")
-	if !strings.Contains(c.mustOnNode(t, node, "crictl images"), "berth.test/gcme") {
+	kindOK(t, g.c, "load", "docker-image", "berth.test/gcme:v1", "--nodes", g.node)
+	if !strings.Contains(g.c.mustOnNode(t, g.node, "crictl images"), "berth.test/gcme") {
 		t.Fatal("gcme not loaded")
 	}
-	const cfg = "/var/lib/kubelet/config.yaml"
-	c.mustOnNode(t, node, "cp "+cfg+" "+cfg+".orig && grep -v -e '^imageGC' -e '^imageMinimumGCAge' "+cfg+".orig > "+cfg+
-		" && printf 'imageGCHighThresholdPercent: 1\\nimageGCLowThresholdPercent: 0\\nimageMinimumGCAge: 0s\\n' >> "+cfg+
-		" && systemctl restart kubelet")
-	defer func() {
-		c.mustOnNode(t, node, "mv "+cfg+".orig "+cfg+" && systemctl restart kubelet")
-		waitFor(t, 3*time.Minute, "nodes Ready after the kubelet's config is back", c.nodesReady)
-	}()
-	waitFor(t, 3*time.Minute, "the kubelet's image GC removes berth.test/gcme on "+node, func() (bool, string) {
-		out, err := c.onNode(node, "crictl images")
+}
+
+func (g *imageGC) check(t *testing.T) {
+	// The collection after the one at the kubelet's start, with a margin.
+	timeout := time.Until(g.restarted.Add(7 * time.Minute))
+	if timeout < time.Minute {
+		timeout = time.Minute
+	}
+	waitFor(t, timeout, "the kubelet's image GC removes berth.test/gcme on "+g.node, func() (bool, string) {
+		out, err := g.c.onNode(g.node, "crictl images")
 		return err == nil && !strings.Contains(out, "berth.test/gcme"), out
 	})
-	after := c.mustOnNode(t, node, "crictl images | awk '$1 ~ /^registry.k8s.io\\// {print $1\":\"$2}' | sort")
-	if after != preloaded || strings.TrimSpace(preloaded) == "" {
-		t.Errorf("preloaded images changed by GC:\nbefore:\n%s\nafter:\n%s", preloaded, after)
+	if after := g.preloadedImages(t); after != g.preloaded || strings.Count(g.preloaded, "\n") < 8 {
+		t.Errorf("preloaded images changed by GC:\nbefore:\n%s\nafter:\n%s", g.preloaded, after)
 	}
+	g.restore(t)
+}
+
+func (g *imageGC) restore(t *testing.T) {
+	if g.restored {
+		return
+	}
+	g.restored = true
+	g.c.mustOnNode(t, g.node, "mv "+kubeletConfig+".orig "+kubeletConfig+" && systemctl restart kubelet")
+	waitFor(t, 3*time.Minute, "nodes Ready after the kubelet's config is back", g.c.nodesReady)
 }
 
 // checkPausedControlPlane freezes the control plane node for 60s: the
@@ -489,23 +536,45 @@ func checkBerthKilled(t *testing.T, c *cluster, node string) {
 // checkNodeRestart restarts a worker's container: it comes back Ready and
 // its pods run again (new sandboxes: the node's /run is gone).
 func checkNodeRestart(t *testing.T, c *cluster, node string) {
+	restarts := func(p pod) int {
+		n := 0
+		for _, s := range p.Status.ContainerStatuses {
+			n += s.RestartCount
+		}
+		return n
+	}
+	before := map[string]int{}
+	pods, err := c.pods("default", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		if p.Spec.NodeName == node && p.Status.Phase == "Running" {
+			before[p.Metadata.Name] = restarts(p)
+		}
+	}
+	if len(before) == 0 {
+		t.Fatalf("no running pod on %s", node)
+	}
 	dockerOK(t, "restart", node)
-	waitFor(t, 5*time.Minute, node+" Ready after docker restart", c.nodesReady)
-	waitFor(t, 5*time.Minute, "pods on "+node+" running again", func() (bool, string) {
+	// Every container ran again in a new sandbox (the node's /run is
+	// new): each pod's restart count grew, and it is ready.
+	waitFor(t, 5*time.Minute, "pods on "+node+" restarted and ready", func() (bool, string) {
 		pods, err := c.pods("default", "")
 		if err != nil {
 			return false, err.Error()
 		}
 		var bad []string
 		for _, p := range pods {
-			if p.Spec.NodeName == node && p.Metadata.Name != "marker" && !(p.Status.Phase == "Running" && p.ready()) {
+			if n, ok := before[p.Metadata.Name]; ok && !(p.Status.Phase == "Running" && p.ready() && restarts(p) > n) {
 				bad = append(bad, p.String())
 			}
 		}
 		return len(bad) == 0, strings.Join(bad, "\n")
 	})
+	waitFor(t, 5*time.Minute, node+" Ready after docker restart", c.nodesReady)
 	waitFor(t, 2*time.Minute, "the client on "+node+" reaches the web Service again", func() (bool, string) {
-		out, err := c.kubectl("", "exec", "client", "--", "wget", "-q", "-T", "3", "-O", "-", "http://web/")
+		out, err := c.kubectl("", "exec", "client", "--", "timeout", "5", "wget", "-q", "-O", "-", "http://web/")
 		return err == nil, out
 	})
 }
