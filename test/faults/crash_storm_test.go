@@ -20,16 +20,7 @@ import (
 // is as before. Three rounds.
 func TestCrashStorm(t *testing.T) {
 	e := framework.NewPodEnv(t, "berth-storm")
-	// The storm's network has no firewall plugin: a berth killed while that
-	// plugin's ADD runs leaves its two per-pod FORWARD rules behind (the
-	// plugin has no GC, and its DEL needs the ADD's result, which libcni
-	// caches only once the whole chain is done). A known gap of the default
-	// network, which ends with it (docs/reliability.md); the storm checks
-	// everything else.
-	conf := e.Net.Conflist("bridge")
-	plugins := conf["plugins"].([]any)
-	conf["plugins"] = plugins[:len(plugins)-1]
-	e.Net.WriteConf(t, "10-"+e.Net.Name+".conflist", conf)
+	withoutFirewall(t, e)
 	c := &crasher{t: t, e: e}
 	before := framework.SnapshotHost(t, crashScope(e))
 	for round := range 3 {
