@@ -1,6 +1,7 @@
 package kind
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -131,6 +132,29 @@ func (c *cluster) mustKubectl(t *testing.T, stdin string, args ...string) string
 // port-forward, attach).
 func (c *cluster) kubectlCmd(ctx context.Context, args ...string) *exec.Cmd {
 	return exec.CommandContext(ctx, c.kubectlBin, append([]string{"--kubeconfig", c.kubeconfig}, args...)...)
+}
+
+// startKubectl starts a kubectl command that runs until ctx ends (logs
+// -f, port-forward, attach) and returns a scanner of its stdout, its stdin
+// when asked for, and the wait to call once ctx is cancelled.
+func (c *cluster) startKubectl(t *testing.T, ctx context.Context, withStdin bool, args ...string) (*bufio.Scanner, io.WriteCloser, func()) {
+	t.Helper()
+	cmd := c.kubectlCmd(ctx, args...)
+	var in io.WriteCloser
+	if withStdin {
+		var err error
+		if in, err = cmd.StdinPipe(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("kubectl %s: %v", strings.Join(args, " "), err)
+	}
+	return bufio.NewScanner(out), in, func() { _ = cmd.Wait() }
 }
 
 // onNode runs a shell command inside a node container.

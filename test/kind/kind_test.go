@@ -1,7 +1,6 @@
 package kind
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -230,16 +229,8 @@ func TestKindCluster(t *testing.T) {
 func checkLogsFollow(t *testing.T, c *cluster) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := c.kubectlCmd(ctx, "logs", "-f", "--tail=1", "logger")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cancel(); _ = cmd.Wait() }()
-	sc := bufio.NewScanner(out)
+	sc, _, wait := c.startKubectl(t, ctx, false, "logs", "-f", "--tail=1", "logger")
+	defer func() { cancel(); wait() }()
 	var seen []int
 	for len(seen) < 10 && sc.Scan() {
 		var n int
@@ -280,16 +271,8 @@ var forwarding = regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) -> 8080`
 func checkPortForward(t *testing.T, c *cluster, web string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := c.kubectlCmd(ctx, "port-forward", "pod/"+web, "0:8080")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cancel(); _ = cmd.Wait() }()
-	sc := bufio.NewScanner(out)
+	sc, _, wait := c.startKubectl(t, ctx, false, "port-forward", "pod/"+web, "0:8080")
+	defer func() { cancel(); wait() }()
 	port := ""
 	for port == "" && sc.Scan() {
 		if m := forwarding.FindStringSubmatch(sc.Text()); m != nil {
@@ -326,19 +309,8 @@ func checkCopy(t *testing.T, c *cluster) {
 func checkAttach(t *testing.T, c *cluster) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := c.kubectlCmd(ctx, "attach", "-i", "attachee")
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cancel(); _ = cmd.Wait() }()
+	sc, in, wait := c.startKubectl(t, ctx, true, "attach", "-i", "attachee")
+	defer func() { cancel(); wait() }()
 	word := "w" + randomSuffix()
 	// Lines sent before the attach is set up are lost: keep sending.
 	go func() {
@@ -347,7 +319,6 @@ func checkAttach(t *testing.T, c *cluster) {
 			time.Sleep(time.Second)
 		}
 	}()
-	sc := bufio.NewScanner(out)
 	for sc.Scan() {
 		if strings.TrimSpace(sc.Text()) == "got:"+word {
 			return
