@@ -186,8 +186,9 @@ func (c *CNI) Setup(ctx context.Context, pod *Pod) (*Result, error) {
 	rt := c.runtimeConf(pod, pod.NetNS)
 	res, err := c.lib.AddNetworkList(ctx, list, rt)
 	if err != nil {
-		// A plugin earlier in the chain may already hold an IP.
-		if derr := c.lib.DelNetworkList(context.WithoutCancel(ctx), list, rt); derr != nil {
+		// A plugin earlier in the chain may already hold an IP, and a
+		// later one rules for it: libcni cached no result to undo them by.
+		if derr := c.lib.DelNetworkList(context.WithoutCancel(ctx), c.withLostResult(list, pod.NetNS), rt); derr != nil {
 			c.log.Warn("CNI DEL after failed ADD", "pod", pod.ID, "error", derr)
 		}
 		return nil, fmt.Errorf("pod %s: CNI ADD on network %s: %w", pod.ID, list.Name, err)
@@ -232,7 +233,7 @@ func (c *CNI) Teardown(ctx context.Context, pod *Pod) error {
 	if err != nil {
 		return nil
 	}
-	if err := c.lib.DelNetworkList(ctx, list, c.runtimeConf(pod, netns)); err != nil {
+	if err := c.lib.DelNetworkList(ctx, c.withLostResult(list, netns), c.runtimeConf(pod, netns)); err != nil {
 		return fmt.Errorf("pod %s: CNI DEL on network %s: %w", pod.ID, list.Name, err)
 	}
 	return nil

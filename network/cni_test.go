@@ -2,6 +2,7 @@ package network
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -216,5 +217,71 @@ func TestPodCIDRBecomesIPRange(t *testing.T) {
 	}
 	if err := c.Teardown(ctx, pod); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A DEL that libcni has no cached ADD result for must still undo the
+// firewall plugin's per-pod rules, which its DEL finds by prevResult only.
+func TestTeardownWithoutCachedResultUndoesFirewall(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		// failAfter appends a plugin that fails ADD after the firewall ran.
+		failAfter bool
+	}{
+		{name: "ADD finished but was never cached (berth killed during it)"},
+		{name: "ADD failed after the firewall plugin", failAfter: true},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			n := cnitest.NewNet(t)
+			bins := []string{n.BinDir}
+			if tc.failAfter {
+				bins = cnitest.AddFailingPlugin(t, "failer", false)
+				conf := n.Conflist("bridge")
+				conf["plugins"] = append(conf["plugins"].([]any), map[string]any{"type": "failer"})
+				n.WriteConf(t, "10-"+n.Name+".conflist", conf)
+			}
+			c := newTestCNI(t, n.ConfDir, bins)
+			nss, err := NewNetNS(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := fmt.Sprintf("fw%d", i)
+			path, err := nss.Create(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nss.Remove(ctx, path)
+			pod := &Pod{ID: id, Name: "p", Namespace: "ns", UID: "u", NetNS: path}
+			_, err = c.Setup(ctx, pod)
+			if tc.failAfter {
+				if err == nil {
+					t.Fatal("Setup succeeded with a failing last plugin")
+				}
+			} else {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := cnitest.FirewallRules(n.Subnet); len(got) == 0 {
+					t.Fatal("the firewall plugin made no rules: the test proves nothing")
+				}
+				if err := os.RemoveAll(filepath.Join(c.cfg.CacheDir, "results")); err != nil {
+					t.Fatal(err)
+				}
+				if err := c.Teardown(ctx, pod); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := cnitest.FirewallRules(n.Subnet); len(got) != 0 {
+				t.Errorf("firewall rules left: %q", got)
+			}
+			if got := n.Leases(t); len(got) != 0 {
+				t.Errorf("leases left: %v", got)
+			}
+		})
 	}
 }
