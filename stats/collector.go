@@ -118,7 +118,10 @@ func (c *Collector) ContainerStats(ctx context.Context, id string) (*runtimeapi.
 	if err != nil {
 		return nil, err
 	}
-	st, _ := c.containerStats(found, time.Now())
+	st, _, err := c.containerStats(ctx, found, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("container %s: %w", found.ID, err)
+	}
 	return st, nil
 }
 
@@ -137,7 +140,7 @@ func (c *Collector) ListContainerStats(ctx context.Context, f *runtimeapi.Contai
 		want = append(want, ctr)
 	}
 	out := make([]*runtimeapi.ContainerStats, len(want))
-	parallel(len(want), func(i int) { out[i], _ = c.containerStats(&want[i], now) })
+	parallel(len(want), func(i int) { out[i], _, _ = c.containerStats(ctx, &want[i], now) })
 	c.prune(now)
 	return out
 }
@@ -148,7 +151,7 @@ func (c *Collector) PodSandboxStats(ctx context.Context, id string) (*runtimeapi
 	if err != nil {
 		return nil, err
 	}
-	return c.podStats(found, byPod(c.opts.Containers.StatsContainers())[found.ID], time.Now()), nil
+	return c.podStats(ctx, found, byPod(c.opts.Containers.StatsContainers())[found.ID], time.Now()), nil
 }
 
 // findID finds the item of items whose id (idOf) is id, or the only one
@@ -178,7 +181,7 @@ func (c *Collector) ListPodSandboxStats(ctx context.Context, f *runtimeapi.PodSa
 		want = append(want, p)
 	}
 	out := make([]*runtimeapi.PodSandboxStats, len(want))
-	parallel(len(want), func(i int) { out[i] = c.podStats(&want[i], ctrs[want[i].ID], now) })
+	parallel(len(want), func(i int) { out[i] = c.podStats(ctx, &want[i], ctrs[want[i].ID], now) })
 	sort.Slice(out, func(i, j int) bool { return out[i].Attributes.Id < out[j].Attributes.Id })
 	c.prune(now)
 	return out
@@ -231,8 +234,10 @@ func matchLabels(labels, selector map[string]string) bool {
 }
 
 // containerStats measures one container; the sample is returned for the
-// pod's sum.
-func (c *Collector) containerStats(ctr *Container, now time.Time) (*runtimeapi.ContainerStats, *Sample) {
+// pod's sum. A writable layer never measured whose walk does not end in
+// time is left out, with the error naming where the walk is stuck: the
+// container's other figures are good.
+func (c *Collector) containerStats(ctx context.Context, ctr *Container, now time.Time) (*runtimeapi.ContainerStats, *Sample, error) {
 	st := &runtimeapi.ContainerStats{Attributes: &runtimeapi.ContainerAttributes{
 		Id: ctr.ID, Metadata: ctr.Metadata, Labels: ctr.Labels, Annotations: ctr.Annotations,
 	}}
@@ -245,7 +250,11 @@ func (c *Collector) containerStats(ctr *Container, now time.Time) (*runtimeapi.C
 		st.Io = ioUsage(s)
 	}
 	if ctr.WritableLayer != "" {
-		b, n, at := c.disk.get(ctr.WritableLayer, now)
+		b, n, at, err := c.disk.get(ctx, ctr.WritableLayer, now)
+		if err != nil {
+			c.log.Debug("writable layer not measured", "container", ctr.ID, "error", err)
+			return st, s, err
+		}
 		st.WritableLayer = &runtimeapi.FilesystemUsage{
 			Timestamp:  at.UnixNano(),
 			FsId:       &runtimeapi.FilesystemIdentifier{Mountpoint: c.layerFS},
@@ -253,12 +262,12 @@ func (c *Collector) containerStats(ctr *Container, now time.Time) (*runtimeapi.C
 			InodesUsed: &runtimeapi.UInt64Value{Value: n},
 		}
 	}
-	return st, s
+	return st, s, nil
 }
 
 // podStats measures a pod: its own cgroup if the kubelet gave it one,
 // else the sum of pause's and its containers' cgroups.
-func (c *Collector) podStats(p *Pod, ctrs []Container, now time.Time) *runtimeapi.PodSandboxStats {
+func (c *Collector) podStats(ctx context.Context, p *Pod, ctrs []Container, now time.Time) *runtimeapi.PodSandboxStats {
 	linux := &runtimeapi.LinuxPodSandboxStats{}
 	var sum *Sample
 	if p.Cgroup != "" {
@@ -270,7 +279,7 @@ func (c *Collector) podStats(p *Pod, ctrs []Container, now time.Time) *runtimeap
 		if !ctrs[i].Running {
 			continue
 		}
-		st, s := c.containerStats(&ctrs[i], now)
+		st, s, _ := c.containerStats(ctx, &ctrs[i], now)
 		linux.Containers = append(linux.Containers, st)
 		if p.Cgroup == "" && sum != nil && s != nil {
 			sum.Add(s)

@@ -1,26 +1,35 @@
 package stats
 
 import (
+	"context"
 	"io/fs"
 	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/moby/sys/mountinfo"
+
+	"github.com/berth-runtime/berth/internal/fsguard"
 )
 
 // diskUsage caches the size of directories (writable layers). A walk can
 // take long for a big layer, so a call never waits for one: it gets the
 // last result and, if that is older than the refresh interval, starts a
-// walk in the background. Only a directory never measured is walked in
-// the caller, once (a new container's layer is nearly empty).
+// walk in the background. Only a directory never measured is waited for,
+// firstWait at most (a new container's layer is nearly empty): a walk
+// stuck in a filesystem that does not answer makes that caller fail
+// naming where it is stuck, never the calls about other containers.
 type diskUsage struct {
 	every time.Duration
 	log   *slog.Logger
 	walks chan struct{} // bounds concurrent background walks
+	// stuckAfter is how long a background walk keeps its place among
+	// walks; past it, it is logged as blocked and others may go.
+	stuckAfter time.Duration
 
 	mu      sync.Mutex
 	entries map[string]*duEntry
@@ -28,52 +37,111 @@ type diskUsage struct {
 
 type duEntry struct {
 	bytes, inodes uint64
-	at            time.Time
+	at            time.Time // zero until measured
 	asked         time.Time
-	walking       bool
+	walk          *duWalk // the walk under way, nil if none
 }
+
+type duWalk struct {
+	done  chan struct{}
+	start time.Time
+	cur   atomic.Pointer[string] // the path being looked at
+	late  atomic.Bool            // logged as blocked
+}
+
+// firstWait bounds how long a caller waits for a layer's first walk.
+const firstWait = time.Second
 
 func newDiskUsage(every time.Duration, log *slog.Logger) *diskUsage {
-	return &diskUsage{every: every, log: log, walks: make(chan struct{}, 1), entries: map[string]*duEntry{}}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &diskUsage{every: every, log: log, walks: make(chan struct{}, 1), stuckAfter: 30 * time.Second, entries: map[string]*duEntry{}}
 }
 
-// get returns dir's usage and when it was measured.
-func (d *diskUsage) get(dir string, now time.Time) (bytes, inodes uint64, at time.Time) {
+// get returns dir's usage and when it was measured; an error, naming the
+// path the walk is stuck at, only for a directory never measured whose
+// first walk has not ended within firstWait (or ctx's budget).
+func (d *diskUsage) get(ctx context.Context, dir string, now time.Time) (bytes, inodes uint64, at time.Time, err error) {
 	d.mu.Lock()
 	e, ok := d.entries[dir]
 	if !ok {
-		d.mu.Unlock()
-		b, n := walk(dir)
-		at := time.Now()
-		d.mu.Lock()
-		if cur, ok := d.entries[dir]; ok {
-			e = cur
-		} else {
-			e = &duEntry{bytes: b, inodes: n, at: at}
-			d.entries[dir] = e
-		}
+		e = &duEntry{}
+		d.entries[dir] = e
 	}
 	e.asked = now
-	if now.Sub(e.at) >= d.every && !e.walking {
-		e.walking = true
-		go d.refresh(dir, e)
+	if e.walk == nil && (e.at.IsZero() || now.Sub(e.at) >= d.every) {
+		e.walk = &duWalk{done: make(chan struct{}), start: time.Now()}
+		go d.run(dir, e, e.walk, e.at.IsZero())
 	}
-	bytes, inodes, at = e.bytes, e.inodes, e.at
+	if !e.at.IsZero() {
+		bytes, inodes, at = e.bytes, e.inodes, e.at
+		d.mu.Unlock()
+		return bytes, inodes, at, nil
+	}
+	w := e.walk
 	d.mu.Unlock()
-	return bytes, inodes, at
-}
-
-func (d *diskUsage) refresh(dir string, e *duEntry) {
-	d.walks <- struct{}{}
-	start := time.Now()
-	b, n := walk(dir)
-	<-d.walks
-	if took := time.Since(start); took > time.Second {
-		d.log.Debug("slow writable layer walk", "dir", dir, "took", took, "bytes", b, "inodes", n)
+	wait := firstWait - time.Since(w.start)
+	if dl, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(dl)-100*time.Millisecond)
+	}
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-w.done:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
 	}
 	d.mu.Lock()
-	e.bytes, e.inodes, e.at, e.walking = b, n, time.Now(), false
+	bytes, inodes, at = e.bytes, e.inodes, e.at
 	d.mu.Unlock()
+	if !at.IsZero() {
+		return bytes, inodes, at, nil
+	}
+	cur := dir
+	if p := w.cur.Load(); p != nil {
+		cur = *p
+	}
+	return 0, 0, at, &fsguard.Error{Op: "measure writable layer", Path: dir, At: cur,
+		Blocked: time.Since(w.start).Round(time.Millisecond), Err: fsguard.ErrBlocked}
+}
+
+// run walks dir for e. A first walk does not queue behind other layers'
+// walks. A walk that never returns keeps e.walk set (no second walk of
+// the same dir piles up behind it) but gives up its place among walks.
+func (d *diskUsage) run(dir string, e *duEntry, w *duWalk, first bool) {
+	if !first {
+		d.walks <- struct{}{}
+		defer func() { <-d.walks }()
+	}
+	go func() {
+		b, n := walk(dir, func(p string) { w.cur.Store(&p) })
+		took := time.Since(w.start)
+		d.mu.Lock()
+		e.bytes, e.inodes, e.at, e.walk = b, n, time.Now(), nil
+		d.mu.Unlock()
+		close(w.done)
+		switch {
+		case w.late.Load():
+			d.log.Warn("blocked writable layer walk returned", "dir", dir, "took", took)
+		case took > time.Second:
+			d.log.Debug("slow writable layer walk", "dir", dir, "took", took, "bytes", b, "inodes", n)
+		}
+	}()
+	t := time.NewTimer(d.stuckAfter)
+	defer t.Stop()
+	select {
+	case <-w.done:
+	case <-t.C:
+		w.late.Store(true)
+		cur := dir
+		if p := w.cur.Load(); p != nil {
+			cur = *p
+		}
+		d.log.Warn("writable layer walk blocked, left running", "dir", dir, "at", cur, "blocked", time.Since(w.start).Round(time.Millisecond))
+	}
 }
 
 // prune forgets directories nobody asked about recently.
@@ -81,20 +149,38 @@ func (d *diskUsage) prune(now time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for k, e := range d.entries {
-		if !e.walking && now.Sub(e.asked) > forgetAfter {
+		if e.walk == nil && now.Sub(e.asked) > forgetAfter {
 			delete(d.entries, k)
 		}
 	}
 }
 
 // walk sums the space (allocated blocks, as du does) and the inodes used
-// under dir, counting a hard-linked file once.
-func walk(dir string) (bytes, inodes uint64) {
+// under dir, counting a hard-linked file once. It stays on dir's
+// filesystem, as du -x: what is mounted below (by hand, or a mount left
+// behind) is not the layer's, and may be a filesystem that never answers.
+// at is told each path before it is looked at.
+func walk(dir string, at func(string)) (bytes, inodes uint64) {
+	skip := map[string]bool{}
+	if mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir)); err == nil {
+		for _, m := range mounts {
+			if m.Mountpoint != dir {
+				skip[m.Mountpoint] = true
+			}
+		}
+	}
 	seen := map[uint64]bool{}
 	filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return nil // vanished while walking, or unreadable: skip
 		}
+		if skip[p] {
+			if e.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		at(p)
 		info, err := e.Info()
 		if err != nil {
 			return nil

@@ -150,7 +150,7 @@ func (c *Collector) PodSandboxMetrics(ctx context.Context) []*runtimeapi.PodSand
 			if !ctr.Running {
 				continue
 			}
-			cm := &runtimeapi.ContainerMetrics{ContainerId: ctr.ID, Metrics: c.containerMetrics(ctr, ns, pod, now, metric)}
+			cm := &runtimeapi.ContainerMetrics{ContainerId: ctr.ID, Metrics: c.containerMetrics(ctx, ctr, ns, pod, now, metric)}
 			pm.ContainerMetrics = append(pm.ContainerMetrics, cm)
 		}
 		sort.Slice(pm.ContainerMetrics, func(i, j int) bool { return pm.ContainerMetrics[i].ContainerId < pm.ContainerMetrics[j].ContainerId })
@@ -164,7 +164,7 @@ func (c *Collector) PodSandboxMetrics(ctx context.Context) []*runtimeapi.PodSand
 type metricFunc func(name string, v uint64, ts int64, labels ...string) *runtimeapi.Metric
 
 // containerMetrics is one running container's cAdvisor-style metrics.
-func (c *Collector) containerMetrics(ctr Container, ns, pod string, now time.Time, metric metricFunc) []*runtimeapi.Metric {
+func (c *Collector) containerMetrics(ctx context.Context, ctr Container, ns, pod string, now time.Time, metric metricFunc) []*runtimeapi.Metric {
 	l := []string{ctr.Metadata.GetName(), ctr.Cgroup, ctr.Image, ctr.ID, ns, pod}
 	out := []*runtimeapi.Metric{metric("container_last_seen", uint64(now.Unix()), 0, l...)}
 	if !ctr.StartedAt.IsZero() {
@@ -231,9 +231,10 @@ func (c *Collector) containerMetrics(ctr Container, ns, pod string, now time.Tim
 	}
 	if ctr.WritableLayer != "" {
 		fs := []string{ctr.Metadata.GetName(), c.layerFS, ctr.Cgroup, ctr.Image, ctr.ID, ns, pod}
-		b, _, at := c.disk.get(ctr.WritableLayer, now)
 		// Cached: the timestamp says when it was measured.
-		out = append(out, metric("container_fs_usage_bytes", b, at.UnixNano(), fs...))
+		if b, _, at, err := c.disk.get(ctx, ctr.WritableLayer, now); err == nil {
+			out = append(out, metric("container_fs_usage_bytes", b, at.UnixNano(), fs...))
+		}
 		var st unix.Statfs_t
 		if err := unix.Statfs(ctr.WritableLayer, &st); err == nil {
 			out = append(out,

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-runtime/berth/internal/idindex"
@@ -193,7 +195,7 @@ func TestDiskUsage(t *testing.T) {
 	os.Link(filepath.Join(dir, "a"), filepath.Join(dir, "hardlink"))
 	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
 	os.WriteFile(filepath.Join(dir, "sub", "b"), []byte("x"), 0o644)
-	b, n := walk(dir)
+	b, n := walk(dir, func(string) {})
 	if n != 4 { // dir, a (once), sub, b
 		t.Fatalf("inodes %d, want 4", n)
 	}
@@ -202,23 +204,24 @@ func TestDiskUsage(t *testing.T) {
 	}
 	d := newDiskUsage(time.Hour, nil)
 	now := time.Now()
-	b1, _, at := d.get(dir, now)
-	if b1 != b || at.IsZero() {
+	ctx := context.Background()
+	b1, _, at, err := d.get(ctx, dir, now)
+	if err != nil || b1 != b || at.IsZero() {
 		t.Fatalf("first get %d at %v", b1, at)
 	}
 	os.WriteFile(filepath.Join(dir, "c"), make([]byte, 1<<20), 0o644)
-	if b2, _, _ := d.get(dir, now.Add(time.Minute)); b2 != b1 {
+	if b2, _, _, _ := d.get(ctx, dir, now.Add(time.Minute)); b2 != b1 {
 		t.Fatalf("a fresh entry was walked again: %d", b2)
 	}
 	// Stale: the caller gets the old value at once, a walk updates it.
-	if b3, _, _ := d.get(dir, now.Add(2*time.Hour)); b3 != b1 {
+	if b3, _, _, _ := d.get(ctx, dir, now.Add(2*time.Hour)); b3 != b1 {
 		t.Fatalf("a stale get waited for the walk: %d", b3)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		d.mu.Lock()
 		e := d.entries[dir]
-		done := !e.walking && e.bytes > b1
+		done := e.walk == nil && e.bytes > b1
 		d.mu.Unlock()
 		if done {
 			break
@@ -227,6 +230,31 @@ func TestDiskUsage(t *testing.T) {
 			t.Fatal("background walk never updated the entry")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestDiskUsageStaysOnItsFilesystem: a mount below a writable layer
+// (here a tmpfs; in the field, a FUSE mount that may never answer) is not
+// walked into.
+func TestDiskUsageStaysOnItsFilesystem(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount")
+	}
+	dir := t.TempDir()
+	mnt := filepath.Join(dir, "mnt")
+	os.Mkdir(mnt, 0o755)
+	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=4m"); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Unmount(mnt, unix.MNT_DETACH)
+	os.WriteFile(filepath.Join(mnt, "big"), make([]byte, 1<<20), 0o644)
+	var visited []string
+	b, n := walk(dir, func(p string) { visited = append(visited, p) })
+	if n != 1 || b >= 1<<20 {
+		t.Errorf("walk counted %d inodes, %d bytes, want only the dir itself", n, b)
+	}
+	if slices.Contains(visited, mnt) {
+		t.Errorf("walk looked at the mount point %s", mnt)
 	}
 }
 
