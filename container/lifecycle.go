@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 
@@ -221,11 +222,19 @@ func (s *Service) stop(ctx context.Context, c *ctr, timeout time.Duration) error
 	if err := signal(syscall.SIGKILL); err != nil {
 		return err
 	}
+	// SIGKILL ends a process at once unless it sits in the kernel where
+	// no signal reaches (a read from a FUSE server that does not answer):
+	// then the caller learns which processes are stuck and where, rather
+	// than waiting as long as it lets us.
+	t := time.NewTimer(killWait)
+	defer t.Stop()
 	select {
 	case <-c.exited:
 		return nil
+	case <-t.C:
+		return fmt.Errorf("container %s: %w: still running %s after SIGKILL: %s", rec.ID, ErrTimeout, killWait, s.stuckProcesses(c))
 	case <-ctx.Done():
-		return fmt.Errorf("container %s: wait for exit after SIGKILL: %w", rec.ID, ctx.Err())
+		return fmt.Errorf("container %s: wait for exit after SIGKILL: %w: %s", rec.ID, ctx.Err(), s.stuckProcesses(c))
 	}
 }
 
@@ -292,8 +301,15 @@ func (s *Service) release(ctx context.Context, rec *Record) error {
 	if err := unmountContainerDir(rec.Dir); err != nil {
 		return fmt.Errorf("container %s: %w", rec.ID, err)
 	}
+	// What is mounted below the container's dirs besides berth's own
+	// mounts (by hand, say a FUSE mount in its writable layer) is
+	// detached too: a removal must never reach into a mount, where a
+	// filesystem that does not answer would hold it forever.
+	if err := s.unmountBelow(ctx, rec.Dir, rec.Upper); err != nil {
+		return fmt.Errorf("container %s: %w", rec.ID, err)
+	}
 	for _, d := range []string{rec.Dir, rec.Upper} {
-		if err := os.RemoveAll(d); err != nil {
+		if err := s.fs.Do(ctx, "remove", d, func(func(string)) error { return os.RemoveAll(d) }); err != nil {
 			return fmt.Errorf("container %s: %w", rec.ID, err)
 		}
 	}
@@ -322,16 +338,22 @@ func (s *Service) podContainers(podID string) []*ctr {
 }
 
 // StopPodContainers kills every container of a pod (the kubelet already
-// stopped them gracefully before it stops the pod).
+// stopped them gracefully before it stops the pod), side by side: each one
+// stuck in the kernel costs its wait once, not once per container.
 func (s *Service) StopPodContainers(ctx context.Context, podID string) error {
-	var errs []error
-	for _, c := range s.podContainers(podID) {
-		err := s.stop(ctx, c, 0)
-		if err == nil {
-			s.nriStopped(ctx, c)
-		}
-		errs = append(errs, err)
+	ctrs := s.podContainers(podID)
+	errs := make([]error, len(ctrs))
+	var wg sync.WaitGroup
+	for i, c := range ctrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if errs[i] = s.stop(ctx, c, 0); errs[i] == nil {
+				s.nriStopped(ctx, c)
+			}
+		}()
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 

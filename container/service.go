@@ -23,6 +23,7 @@ import (
 	"github.com/berth-runtime/berth/internal/cgroup"
 	"github.com/berth-runtime/berth/internal/events"
 	"github.com/berth-runtime/berth/internal/faultpoint"
+	"github.com/berth-runtime/berth/internal/fsguard"
 	"github.com/berth-runtime/berth/internal/idindex"
 	"github.com/berth-runtime/berth/internal/store"
 	"github.com/berth-runtime/berth/nri"
@@ -105,6 +106,9 @@ type Service struct {
 	dir     string // <state>/containers
 	upper   string // <root>/containers
 	runc    string // <state>/runc, libcontainer's root
+	// fs runs the removals and unmounts that a filesystem that stopped
+	// answering could hold forever.
+	fs *fsguard.Guard
 
 	ctx    context.Context // ends with Close: stops the exit watchers
 	cancel context.CancelFunc
@@ -140,6 +144,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		names:    map[string]string{},
 		monitors: map[string]*podMonitor{},
 	}
+	s.fs = fsguard.New(s.log, 0)
 	for _, d := range []string{s.dir, s.runc} {
 		if err := os.MkdirAll(d, 0o711); err != nil {
 			return nil, fmt.Errorf("container: %w", err)
