@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"time"
@@ -27,7 +28,15 @@ func (s *Service) recover(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Ids of records of another format version (a newer berth's): their
+	// layers, state dirs and image leases are not orphans.
+	foreign := map[string]bool{}
 	for _, c := range corrupt {
+		if c.Kept {
+			s.log.Warn("container record of another format version: left as it is, the container not served", "container", c.ID, "path", c.Path, "error", c.Err)
+			foreign[c.ID] = true
+			continue
+		}
 		s.log.Error("unreadable container record moved aside", "container", c.ID, "path", c.Path, "error", c.Err)
 	}
 	for id, rec := range recs {
@@ -104,20 +113,20 @@ func (s *Service) recover(ctx context.Context) error {
 		}
 		go s.watch(c, mon)
 	}
-	s.collectOrphans()
+	s.collectOrphans(foreign)
 	return nil
 }
 
 // collectOrphans removes writable layers and state dirs no record names:
 // after a reboot the records (on tmpfs) are gone, the layers are not.
-func (s *Service) collectOrphans() {
+func (s *Service) collectOrphans(foreign map[string]bool) {
 	for _, parent := range []string{s.upper, s.dir} {
 		entries, err := os.ReadDir(parent)
 		if err != nil {
 			continue
 		}
 		for _, e := range entries {
-			if _, known := s.ctrs[e.Name()]; known {
+			if _, known := s.ctrs[e.Name()]; known || foreign[e.Name()] {
 				continue
 			}
 			p := filepath.Join(parent, e.Name())
@@ -129,7 +138,7 @@ func (s *Service) collectOrphans() {
 			os.RemoveAll(p)
 		}
 	}
-	known := map[string]bool{}
+	known := maps.Clone(foreign)
 	for id := range s.ctrs {
 		known[id] = true
 	}

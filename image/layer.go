@@ -274,6 +274,9 @@ func (s *Service) unpin(chains []string) {
 // record first, then the directory is renamed aside. The caller deletes
 // the returned directories after unlocking.
 func (s *Service) collectLocked() ([]string, error) {
+	if s.foreign {
+		return nil, nil
+	}
 	held := map[string]bool{}
 	for _, img := range s.images {
 		for _, l := range img.Layers {

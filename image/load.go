@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/berth-runtime/berth/internal/store"
 )
 
 // load rebuilds the in-memory index from the records and removes what a
@@ -24,9 +26,7 @@ func (s *Service) load(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, c := range corrupt {
-		s.log.Warn("unreadable layer record moved aside", "layer", c.ID, "path", c.Path, "err", c.Err)
-	}
+	s.noteUnreadable("layer", corrupt)
 	for key, l := range layers {
 		if fi, err := os.Stat(s.layerPath(l.ChainID)); err != nil || !fi.IsDir() || digestHex(l.ChainID) != key {
 			s.log.Warn("dropping record of missing layer", "layer", l.ChainID)
@@ -42,7 +42,7 @@ func (s *Service) load(ctx context.Context) error {
 		return fmt.Errorf("list layers: %w", err)
 	}
 	for _, e := range entries {
-		if _, ok := s.layers["sha256:"+e.Name()]; ok {
+		if _, ok := s.layers["sha256:"+e.Name()]; ok || s.foreign {
 			continue
 		}
 		s.log.Info("removing unrecorded layer directory", "dir", e.Name())
@@ -55,9 +55,7 @@ func (s *Service) load(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, c := range corrupt {
-		s.log.Warn("unreadable image record moved aside", "image", c.ID, "path", c.Path, "err", c.Err)
-	}
+	s.noteUnreadable("image", corrupt)
 	for key, img := range images {
 		if err := s.restoreImage(img); err != nil {
 			// A repull repairs it; refusing to start would help nobody.
@@ -74,9 +72,7 @@ func (s *Service) load(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, c := range corrupt {
-		s.log.Warn("unreadable lease record moved aside", "holder", c.ID, "path", c.Path, "err", c.Err)
-	}
+	s.noteUnreadable("lease", corrupt)
 	for _, l := range leases {
 		s.leases[l.Holder] = l
 	}
@@ -87,6 +83,11 @@ func (s *Service) load(ctx context.Context) error {
 	s.emptyTrash(trash)
 	if err != nil {
 		return err
+	}
+	if s.foreign {
+		s.log.Warn("image garbage collection off: records of another format version are in the store (a newer berth's?), and what they hold is unknown", "root", s.root)
+		s.log.Info("image store loaded", "images", len(s.images), "layers", len(s.layers), "leases", len(s.leases))
+		return ctx.Err()
 	}
 	keep := map[v1.Hash]bool{}
 	for _, img := range s.images {
@@ -99,6 +100,19 @@ func (s *Service) load(ctx context.Context) error {
 	}
 	s.log.Info("image store loaded", "images", len(s.images), "layers", len(s.layers), "leases", len(s.leases))
 	return ctx.Err()
+}
+
+// noteUnreadable logs the records of one kind LoadAll did not load; one
+// of another format version turns garbage collection off.
+func (s *Service) noteUnreadable(kind string, corrupt []store.Corrupt) {
+	for _, c := range corrupt {
+		if c.Kept {
+			s.foreign = true
+			s.log.Warn("image store record of another format version: left as it is", "kind", kind, "id", c.ID, "path", c.Path, "error", c.Err)
+			continue
+		}
+		s.log.Warn("unreadable image store record moved aside", "kind", kind, "id", c.ID, "path", c.Path, "error", c.Err)
+	}
 }
 
 // removeTemps deletes unfinished layers and import spools.

@@ -84,6 +84,10 @@ type Service struct {
 	layers map[string]*layerRecord // by chain ID
 	pins   map[string]int          // chain ID → pulls in progress needing it
 	leases map[string]*leaseRecord // by holder
+	// foreign: some record is of a format version this berth cannot
+	// read (a newer berth's, see store.VersionError). What it holds is
+	// unknown, so nothing is garbage-collected while it is there.
+	foreign bool
 }
 
 type imageRecord struct {

@@ -83,6 +83,11 @@ type Manager struct {
 	cgroups       cgroup.Driver
 	defaultParent cgroup.Parent
 
+	// foreign are the ids of records this berth cannot read (another
+	// format version, see store.VersionError), set by recovery: what
+	// they name is not ours to clean up.
+	foreign map[string]bool
+
 	mu   sync.RWMutex
 	pods map[string]*pod
 }
@@ -138,6 +143,7 @@ func New(ctx context.Context, opts Options) (*Manager, error) {
 		dir:     dir,
 		names:   newNames(),
 		pods:    map[string]*pod{},
+		foreign: map[string]bool{},
 
 		cgroups:       driver,
 		defaultParent: defaultParent,

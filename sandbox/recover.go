@@ -47,10 +47,18 @@ func (m *Manager) recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("sandbox: load records: %w", err)
 	}
+	ours := map[string]bool{}
 	for _, c := range corrupt {
+		if c.Kept {
+			// A newer berth's pod: what it holds is left alone, and
+			// not taken for an orphan.
+			m.log.Warn("pod record of another format version: left as it is, the pod not served", "pod", c.ID, "path", c.Path, "error", c.Err)
+			m.foreign[c.ID] = true
+			ours[c.ID] = true
+			continue
+		}
 		m.log.Error("unreadable pod record moved aside", "pod", c.ID, "path", c.Path, "error", c.Err)
 	}
-	ours := map[string]bool{}
 	for id := range recs {
 		ours[id] = true
 	}
@@ -161,6 +169,10 @@ func (m *Manager) cleanOrphans(ctx context.Context) {
 	m.mu.RLock()
 	known := make(map[string]bool, len(m.pods))
 	attached := map[string]bool{}
+	for id := range m.foreign {
+		// Its record cannot say whether it is attached: assume so.
+		known[id], attached[id] = true, true
+	}
 	for id, p := range m.pods {
 		known[id] = true
 		if p.rec.Attached {

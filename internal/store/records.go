@@ -2,6 +2,12 @@
 // one JSON file per object. Every write is atomic: a crash leaves either the
 // old record or the new one, never a mix, so the daemon can always rebuild
 // its in-memory index from disk at start.
+//
+// Every record carries the format version of its kind ("formatVersion", a
+// top-level key beside the record's own): a berth reads the versions it
+// knows, migrates older ones through the steps it was given, and leaves a
+// record of a version it cannot read where it is, untouched, instead of
+// guessing at it (a newer berth wrote it, and may run again).
 package store
 
 import (
@@ -25,12 +31,51 @@ const (
 type Records[T any] struct {
 	dir      string
 	volatile bool
+	version  int
+	migrate  map[int]Migration
 }
 
 // Option changes how a record set is written.
 type Option func(*options)
 
-type options struct{ volatile bool }
+type options struct {
+	volatile bool
+	version  int
+	migrate  map[int]Migration
+}
+
+// Migration rewrites a record of one format version (the JSON berth wrote,
+// formatVersion included) into the next version's.
+type Migration func(data []byte) ([]byte, error)
+
+// Version sets the format version records of this kind are written with
+// (1 when not given). steps[v] turns a record of version v into one of
+// v+1; a record older than version with a step missing on its way is
+// refused like one of a newer version.
+func Version(version int, steps map[int]Migration) Option {
+	return func(o *options) { o.version, o.migrate = version, steps }
+}
+
+// unversioned is the version of a record without formatVersion: the
+// records berth wrote before versions existed, read as version 1.
+const unversioned = 1
+
+// versionKey is the top-level key holding a record's format version.
+const versionKey = "formatVersion"
+
+// VersionError is a record of a format version this berth cannot read:
+// newer than the version it writes, or older with no migration to it.
+type VersionError struct {
+	Path       string
+	Have, Want int
+}
+
+func (e *VersionError) Error() string {
+	if e.Have > e.Want {
+		return fmt.Sprintf("record %s has format version %d, newer than version %d, the newest this berth reads (written by a newer berth?): left as it is", e.Path, e.Have, e.Want)
+	}
+	return fmt.Sprintf("record %s has format version %d, and this berth cannot migrate it to version %d: left as it is", e.Path, e.Have, e.Want)
+}
 
 // Volatile is for records that a reboot makes meaningless: those of pods
 // and containers (which do not survive a reboot) and whatever only lives
@@ -50,6 +95,10 @@ type Corrupt struct {
 	ID   string
 	Path string // where the unreadable bytes were moved
 	Err  error
+	// Kept: the record is of a format version this berth cannot read
+	// (Err is a *VersionError). It stays at Path, untouched, and its id
+	// must be treated as taken: what it names may well exist.
+	Kept bool
 }
 
 // Open creates dir if needed and returns the record set stored in it.
@@ -58,10 +107,13 @@ func Open[T any](dir string, opts ...Option) (*Records[T], error) {
 	for _, f := range opts {
 		f(&o)
 	}
+	if o.version == 0 {
+		o.version = unversioned
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create record dir %s: %w", dir, err)
 	}
-	return &Records[T]{dir: dir, volatile: o.volatile}, nil
+	return &Records[T]{dir: dir, volatile: o.volatile, version: o.version, migrate: o.migrate}, nil
 }
 
 // Dir is the directory that holds the records.
@@ -85,7 +137,7 @@ func (r *Records[T]) Put(id string, v *T) error {
 	if err := validID(id); err != nil {
 		return err
 	}
-	data, err := json.Marshal(v)
+	data, err := r.encode(v)
 	if err != nil {
 		return fmt.Errorf("encode record %s: %w", id, err)
 	}
@@ -123,15 +175,63 @@ func (r *Records[T]) Get(id string) (*T, error) {
 	if err := validID(id); err != nil {
 		return nil, err
 	}
+	v, _, err := r.get(id)
+	return v, err
+}
+
+// get reads one record, migrated to the current version if it was older
+// (migrated says so).
+func (r *Records[T]) get(id string) (v *T, migrated bool, err error) {
 	data, err := os.ReadFile(r.path(id))
 	if err != nil {
-		return nil, fmt.Errorf("read record %s: %w", id, err)
+		return nil, false, fmt.Errorf("read record %s: %w", id, err)
 	}
-	v := new(T)
+	var head struct {
+		Version *int `json:"formatVersion"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return nil, false, fmt.Errorf("decode record %s: %w", id, err)
+	}
+	have := unversioned
+	if head.Version != nil {
+		have = *head.Version
+	}
+	for v := have; v < r.version; v++ {
+		step := r.migrate[v]
+		if step == nil || have < unversioned {
+			return nil, false, &VersionError{Path: r.path(id), Have: have, Want: r.version}
+		}
+		if data, err = step(data); err != nil {
+			return nil, false, fmt.Errorf("migrate record %s from format version %d to %d: %w", r.path(id), v, v+1, err)
+		}
+	}
+	if have > r.version {
+		return nil, false, &VersionError{Path: r.path(id), Have: have, Want: r.version}
+	}
+	v = new(T)
 	if err := json.Unmarshal(data, v); err != nil {
-		return nil, fmt.Errorf("decode record %s: %w", id, err)
+		return nil, false, fmt.Errorf("decode record %s: %w", id, err)
 	}
-	return v, nil
+	return v, have < r.version, nil
+}
+
+// encode is v's JSON object with formatVersion first.
+func (r *Records[T]) encode(v *T) ([]byte, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) < 2 || data[0] != '{' {
+		return nil, fmt.Errorf("a record must encode as a JSON object, not %.20s", data)
+	}
+	out := fmt.Appendf(nil, "{%q:%d", versionKey, r.version)
+	if rest := data[1:]; len(rest) > 1 {
+		out = append(out, ',')
+		out = append(out, rest...)
+	} else {
+		out = append(out, '}')
+	}
+	return out, nil
 }
 
 // Delete removes the record for id. Deleting a missing record succeeds,
@@ -157,7 +257,9 @@ func (r *Records[T]) syncDir() error {
 // interrupted are removed: the record they were replacing is still intact.
 // A record that does not decode is moved aside and reported in the second
 // result instead of failing the whole load, so one damaged file cannot keep
-// the daemon from starting.
+// the daemon from starting. A record of a format version this berth cannot
+// read is reported too (Kept), and left where it is; one of an older
+// version is migrated and written back in the current one.
 func (r *Records[T]) LoadAll() (map[string]*T, []Corrupt, error) {
 	entries, err := os.ReadDir(r.dir)
 	if err != nil {
@@ -177,12 +279,22 @@ func (r *Records[T]) LoadAll() (map[string]*T, []Corrupt, error) {
 			continue
 		}
 		id := strings.TrimSuffix(name, recordSuffix)
-		v, err := r.Get(id)
+		v, migrated, err := r.get(id)
 		if err == nil {
+			if migrated {
+				if err := r.Put(id, v); err != nil {
+					return nil, nil, fmt.Errorf("write back migrated record %s: %w", id, err)
+				}
+			}
 			records[id] = v
 			continue
 		}
 		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		var ve *VersionError
+		if errors.As(err, &ve) {
+			corrupt = append(corrupt, Corrupt{ID: id, Path: r.path(id), Err: err, Kept: true})
 			continue
 		}
 		aside := filepath.Join(r.dir, id+corruptSuffix)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -230,5 +231,102 @@ func TestWriterChild(t *testing.T) {
 		if err := r.Put(id, &pod{Name: id, Attempt: n, Payload: payload}); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+func TestFormatVersions(t *testing.T) {
+	// v2 renamed Name to Title.
+	toV2 := func(data []byte) ([]byte, error) {
+		return []byte(strings.Replace(strings.Replace(string(data), `"Name"`, `"Title"`, 1), `"formatVersion":1`, `"formatVersion":2`, 1)), nil
+	}
+	type podV2 struct {
+		Title   string
+		Attempt int
+	}
+	tests := []struct {
+		name     string
+		version  int
+		steps    map[int]Migration
+		file     string
+		want     *podV2 // nil: not loaded
+		kept     string // the VersionError, for a record left alone
+		rewrites bool   // the file is written back in the current version
+	}{
+		{name: "unversioned is version 1", version: 1, file: `{"Name":"a","Attempt":3}`, want: &podV2{Attempt: 3}},
+		{name: "current", version: 1, file: `{"formatVersion":1,"Attempt":4}`, want: &podV2{Attempt: 4}},
+		{name: "newer", version: 1, file: `{"formatVersion":7,"Attempt":4}`,
+			kept: "has format version 7, newer than version 1, the newest this berth reads"},
+		{name: "older without a migration", version: 2, file: `{"formatVersion":1,"Name":"a"}`,
+			kept: "has format version 1, and this berth cannot migrate it to version 2"},
+		{name: "version 0", version: 1, file: `{"formatVersion":0,"Name":"a"}`,
+			kept: "has format version 0, and this berth cannot migrate it to version 1"},
+		{name: "migrated", version: 2, steps: map[int]Migration{1: toV2}, file: `{"formatVersion":1,"Name":"a","Attempt":2}`,
+			want: &podV2{Title: "a", Attempt: 2}, rewrites: true},
+		{name: "unversioned migrated", version: 2, steps: map[int]Migration{1: func(b []byte) ([]byte, error) {
+			return []byte(strings.Replace(string(b), `"Name"`, `"Title"`, 1)), nil
+		}}, file: `{"Name":"b"}`, want: &podV2{Title: "b"}, rewrites: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "x.json")
+			if err := os.WriteFile(path, []byte(tt.file), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			r, err := Open[podV2](dir, Version(tt.version, tt.steps))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, corrupt, err := r.LoadAll()
+			if err != nil {
+				t.Fatal(err)
+			}
+			after, _ := os.ReadFile(path)
+			if tt.kept != "" {
+				var ve *VersionError
+				if len(corrupt) != 1 || !corrupt[0].Kept || !errors.As(corrupt[0].Err, &ve) || !strings.Contains(ve.Error(), tt.kept) || !strings.Contains(ve.Error(), path) {
+					t.Fatalf("corrupt = %+v, want one kept record whose error names %s and says %q", corrupt, path, tt.kept)
+				}
+				if len(got) != 0 || string(after) != tt.file {
+					t.Errorf("loaded %v, file now %q: want nothing loaded and the file untouched", got, after)
+				}
+				if _, err := r.Get("x"); !errors.As(err, &ve) {
+					t.Errorf("Get = %v, want the VersionError", err)
+				}
+				return
+			}
+			if len(corrupt) != 0 || got["x"] == nil || *got["x"] != *tt.want {
+				t.Fatalf("LoadAll = %v, %+v; want %+v", got, corrupt, tt.want)
+			}
+			if rewritten := string(after) != tt.file; rewritten != tt.rewrites {
+				t.Errorf("file now %q (rewritten %t, want %t)", after, rewritten, tt.rewrites)
+			}
+			if tt.rewrites && !strings.HasPrefix(string(after), fmt.Sprintf(`{"formatVersion":%d,`, tt.version)) {
+				t.Errorf("migrated record written back as %q", after)
+			}
+		})
+	}
+}
+
+func TestPutWritesVersion(t *testing.T) {
+	dir := t.TempDir()
+	r, err := Open[pod](dir, Version(3, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Put("a", &pod{Name: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(filepath.Join(dir, "a.json"))
+	if want := `{"formatVersion":3,"Name":"a","Attempt":0,"Payload":""}`; string(data) != want {
+		t.Errorf("record is %s, want %s", data, want)
+	}
+	type empty struct{}
+	e, _ := Open[empty](dir)
+	if err := e.Put("b", &empty{}); err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(filepath.Join(dir, "b.json")); string(data) != `{"formatVersion":1}` {
+		t.Errorf("empty record is %s", data)
 	}
 }
