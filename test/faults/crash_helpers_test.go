@@ -209,21 +209,3 @@ func crashScope(e *framework.PodEnv) framework.HostScope {
 	s.NAT = true
 	return s
 }
-
-// withoutFirewall rewrites the env's network without its last plugin, the
-// CNI firewall: a berth killed while that plugin's ADD runs (in parallel
-// with pause's start) leaves its two per-pod FORWARD rules behind, since
-// libcni caches the ADD's result only once the whole chain is done, the
-// plugin's DEL needs it and the plugin has no GC. A known gap of the
-// default network, which ends with it (docs/reliability.md); the crash
-// tests check everything else.
-func withoutFirewall(t *testing.T, e *framework.PodEnv) {
-	t.Helper()
-	conf := e.Net.Conflist("bridge")
-	plugins := conf["plugins"].([]any)
-	if last := plugins[len(plugins)-1].(map[string]any); last["type"] != "firewall" {
-		t.Fatalf("the test network's last plugin is %v, not the firewall", last["type"])
-	}
-	conf["plugins"] = plugins[:len(plugins)-1]
-	e.Net.WriteConf(t, "10-"+e.Net.Name+".conflist", conf)
-}

@@ -17,7 +17,6 @@ import (
 // the host holds what it held before.
 func TestCrashDuringRecovery(t *testing.T) {
 	e := framework.NewPodEnv(t, "berth-crashrec")
-	withoutFirewall(t, e)
 	for _, tc := range []struct{ first, second string }{
 		{fp.RunPauseStarted, fp.RecoverPodReleased},
 		{fp.RunCNIAdded, fp.RecoverPodReleased},

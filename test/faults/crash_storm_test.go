@@ -20,7 +20,6 @@ import (
 // is as before. Three rounds.
 func TestCrashStorm(t *testing.T) {
 	e := framework.NewPodEnv(t, "berth-storm")
-	withoutFirewall(t, e)
 	c := &crasher{t: t, e: e}
 	before := framework.SnapshotHost(t, crashScope(e))
 	for round := range 3 {

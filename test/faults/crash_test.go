@@ -25,7 +25,6 @@ import (
 // its process, its pod stays ready.
 func TestCrashAtFaultPoints(t *testing.T) {
 	e := framework.NewPodEnv(t, "berth-crash")
-	withoutFirewall(t, e)
 	kinds := crashKinds(e)
 	bystander := (&crasher{t: t, e: e}).newBystander()
 	// Pulled once, before any snapshot: the pods of the "pauseimage"
