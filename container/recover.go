@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/berth-runtime/berth/container/monitor"
@@ -39,6 +40,10 @@ func (s *Service) recover(ctx context.Context) error {
 		}
 		s.log.Error("unreadable container record moved aside", "container", c.ID, "path", c.Path, "error", c.Err)
 	}
+	// Interrupted creates and live containers, by pod: each pod's are
+	// handled by one worker, pods side by side, so that a wedged monitor
+	// costs its own pod's timeouts, not the whole node's.
+	interrupted := map[string][]*Record{}
 	for id, rec := range recs {
 		if rec.State == StateCreating && rec.Sandbox {
 			// A pod's infra container, cut off in RunPodSandbox: the
@@ -52,22 +57,7 @@ func (s *Service) recover(ctx context.Context) error {
 			continue
 		}
 		if rec.State == StateCreating {
-			// Berth died inside CreateContainer: undo it. The monitor
-			// may already hold it, its init waiting for a start that
-			// will never come, and refuses to delete a live one.
-			s.log.Info("removing container whose create was interrupted", "container", id)
-			uctx, cancel := context.WithTimeout(ctx, 3*monitorAnswerTimeout)
-			mon := s.existingMonitor(rec.PodID)
-			// The monitor may still be making it for the berth that
-			// died: a status call waits for that to end, so that the
-			// kill finds a container with a process to kill.
-			mon.client.Call(uctx, &monitor.Request{Op: monitor.OpStatus, ID: id})
-			s.monitorDelete(uctx, mon, id)
-			s.opts.Faults.Hit(faultpoint.RecoverCtrKilled, id)
-			if err := s.release(uctx, rec); err != nil {
-				s.log.Error("undo interrupted create", "container", id, "error", err)
-			}
-			cancel()
+			interrupted[rec.PodID] = append(interrupted[rec.PodID], rec)
 			continue
 		}
 		cfg, err := decodeConfig(rec.Config)
@@ -86,16 +76,74 @@ func (s *Service) recover(ctx context.Context) error {
 		s.ctrs[id] = c
 		s.names[nameKey(rec.PodID, cfg.GetMetadata())] = id
 	}
+	live := map[string][]*ctr{}
 	for _, c := range s.ctrs {
-		if c.isExited() {
-			continue
+		if !c.isExited() {
+			live[c.rec.PodID] = append(live[c.rec.PodID], c)
 		}
+	}
+	pods := maps.Clone(interrupted)
+	for podID := range live {
+		pods[podID] = nil
+	}
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, recoverParallel)
+	for podID := range pods {
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			mon := s.existingMonitor(podID)
+			s.undoInterrupted(ctx, mon, interrupted[podID])
+			s.reattach(ctx, mon, live[podID])
+		}()
+	}
+	wg.Wait()
+	s.collectOrphans(foreign)
+	return nil
+}
+
+// recoverParallel bounds the pods whose containers recovery handles at
+// once: enough that a few wedged monitors (5 s each) do not add up, few
+// enough not to flood a node of hundreds of pods with monitor calls.
+const recoverParallel = 16
+
+// undoInterrupted undoes the containers of one pod whose create berth
+// died inside. The monitor may already hold one, its init waiting for a
+// start that will never come, and refuses to delete a live one.
+func (s *Service) undoInterrupted(ctx context.Context, mon *podMonitor, recs []*Record) {
+	for _, rec := range recs {
+		id := rec.ID
+		s.log.Info("removing container whose create was interrupted", "container", id)
+		uctx, cancel := context.WithTimeout(ctx, 3*monitorAnswerTimeout)
+		// The monitor may still be making it for the berth that died: a
+		// status call waits for that to end, so that the kill finds a
+		// container with a process to kill.
+		mon.client.Call(uctx, &monitor.Request{Op: monitor.OpStatus, ID: id})
+		s.monitorDelete(uctx, mon, id)
+		s.opts.Faults.Hit(faultpoint.RecoverCtrKilled, id)
+		if err := s.release(uctx, rec); err != nil {
+			s.log.Error("undo interrupted create", "container", id, "error", err)
+		}
+		cancel()
+	}
+}
+
+// reattach picks up the exits one pod's monitor recorded while berth was
+// away and watches its running containers again. A monitor that does not
+// answer in time is asked nothing more: its containers stay as recorded.
+func (s *Service) reattach(ctx context.Context, mon *podMonitor, ctrs []*ctr) {
+	silent := false
+	for _, c := range ctrs {
 		rec := c.snapshot()
 		if e, err := monitor.ReadExit(rec.Dir); err == nil && e != nil {
 			s.setExit(c, e, "")
 			continue
 		}
-		mon := s.existingMonitor(rec.PodID)
+		if silent {
+			go s.watch(c, mon)
+			continue
+		}
 		sctx, cancel := context.WithTimeout(ctx, monitorAnswerTimeout)
 		resp, err := mon.client.Call(sctx, &monitor.Request{Op: monitor.OpStatus, ID: rec.ID})
 		cancel()
@@ -104,17 +152,18 @@ func (s *Service) recover(ctx context.Context) error {
 			// Alive but not answering (stopped, wedged): the record
 			// stands, and the watcher learns the rest when it answers.
 			s.log.Warn("pod monitor does not answer: container state as recorded", "container", rec.ID, "pod", rec.PodID, "after", monitorAnswerTimeout)
+			silent = true
 		case errors.Is(err, monitor.ErrUnreachable) || monitor.IsCode(err, monitor.CodeNotFound):
 			s.monitorGone(c)
 			continue
 		case err == nil && resp.State == monitor.StateRunning && rec.State == StateCreated:
 			// Started, but berth died before recording it.
+			c.mu.Lock()
 			c.rec.State = StateRunning
+			c.mu.Unlock()
 		}
 		go s.watch(c, mon)
 	}
-	s.collectOrphans(foreign)
-	return nil
 }
 
 // collectOrphans removes writable layers and state dirs no record names:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -67,37 +68,74 @@ func (m *Manager) recover(ctx context.Context) error {
 		ours[id] = true
 	}
 	awaitStalePlugins(ours, m.log)
+	// Pods side by side, a bounded number at once: one whose monitor is
+	// wedged costs its own timeout, not one per pod in a row.
+	type recovered struct {
+		p    *pod
+		keep bool
+	}
+	out := make(map[string]recovered, len(recs))
+	var (
+		wg    sync.WaitGroup
+		outMu sync.Mutex
+	)
+	slots := make(chan struct{}, recoverParallel)
 	for id, rec := range recs {
-		p := &pod{rec: *rec}
-		cfg, err := decodeConfig(rec.Config)
-		if err != nil {
-			m.log.Error("pod record with unreadable config: cleaning up", "pod", id, "error", err)
-			p.rec.State = StateCreating
-			cfg = nil
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			p, keep := m.recoverPod(ctx, id, rec)
+			outMu.Lock()
+			out[id] = recovered{p, keep}
+			outMu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for id, r := range out {
+		if !r.keep {
+			continue
 		}
-		p.cfg = cfg
-		if p.rec.State == StateCreating {
-			if m.undoCrashed(ctx, p) || cfg == nil {
-				continue
-			}
-			// Not undone (a CNI DEL failed, say): kept, not ready, so
-			// that the kubelet sees it and its stop and remove retry
-			// the cleanup; forgotten, its IP would stay leased until
-			// the next restart. Undo went on past the failed step and
-			// dropped the pod: it is back.
-			p.pause, p.removed = nil, false
-			p.rec.State, p.rec.PausePid, p.rec.PauseStart = StateNotReady, 0, 0
-			if err := m.records.Put(id, &p.rec); err != nil {
-				m.log.Error("persist pod state", "pod", id, "error", err)
-			}
-		} else {
-			m.adoptPause(ctx, p)
-		}
+		p, cfg := r.p, r.p.cfg
 		m.add(p)
 		m.names.restore(nameKey(cfg.GetMetadata()), id)
 	}
 	m.cleanOrphans(ctx)
 	return nil
+}
+
+// recoverParallel bounds the pods recovery handles at once.
+const recoverParallel = 16
+
+// recoverPod reconciles one pod's record with the host: a half-made pod is
+// undone, a live one's pause adopted. keep says whether the pod is still
+// there to be served.
+func (m *Manager) recoverPod(ctx context.Context, id string, rec *Record) (p *pod, keep bool) {
+	p = &pod{rec: *rec}
+	cfg, err := decodeConfig(rec.Config)
+	if err != nil {
+		m.log.Error("pod record with unreadable config: cleaning up", "pod", id, "error", err)
+		p.rec.State = StateCreating
+		cfg = nil
+	}
+	p.cfg = cfg
+	if p.rec.State != StateCreating {
+		m.adoptPause(ctx, p)
+		return p, true
+	}
+	if m.undoCrashed(ctx, p) || cfg == nil {
+		return p, false
+	}
+	// Not undone (a CNI DEL failed, say): kept, not ready, so that the
+	// kubelet sees it and its stop and remove retry the cleanup;
+	// forgotten, its IP would stay leased until the next restart. Undo
+	// went on past the failed step and dropped the pod: it is back.
+	p.pause, p.removed = nil, false
+	p.rec.State, p.rec.PausePid, p.rec.PauseStart = StateNotReady, 0, 0
+	if err := m.records.Put(id, &p.rec); err != nil {
+		m.log.Error("persist pod state", "pod", id, "error", err)
+	}
+	return p, true
 }
 
 // undoCrashed releases a pod whose RunPodSandbox never finished, and
