@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/invoke"
@@ -132,6 +133,15 @@ func (c *CNI) Ready(ctx context.Context) error {
 // fault; other SetPodCIDRs errors are the node's (a conf dir not writable).
 var ErrInvalidPodCIDR = errors.New("invalid pod CIDR")
 
+// ErrStillAttached marks a failed Setup whose undoing DEL failed too: the
+// pod may hold an IP lease and interfaces until a Teardown succeeds.
+var ErrStillAttached = errors.New("pod still attached")
+
+// undoDelTimeout bounds the DEL that undoes a failed ADD: it runs on when
+// the caller gives up (a plugin killed half-way leaves what no later DEL
+// finds), but not forever.
+const undoDelTimeout = 2 * time.Minute
+
 // SetPodCIDRs records the node's pod CIDRs, passed to IPAM as ipRanges,
 // and writes the default network on them when it follows the pod CIDR.
 // A failed write is returned, and the kubelet sends the CIDR again.
@@ -188,15 +198,21 @@ func (c *CNI) Setup(ctx context.Context, pod *Pod) (*Result, error) {
 	if err != nil {
 		// A plugin earlier in the chain may already hold an IP, and a
 		// later one rules for it: libcni cached no result to undo them by.
-		if derr := c.lib.DelNetworkList(context.WithoutCancel(ctx), c.withLostResult(list, pod.NetNS), rt); derr != nil {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoDelTimeout)
+		defer cancel()
+		if derr := c.lib.DelNetworkList(dctx, c.withLostResult(list, pod.NetNS), rt); derr != nil {
 			c.log.Warn("CNI DEL after failed ADD", "pod", pod.ID, "error", derr)
+			return nil, fmt.Errorf("pod %s: CNI ADD on network %s: %w; the DEL undoing it failed too, %w: %w", pod.ID, list.Name, err, ErrStillAttached, derr)
 		}
 		return nil, fmt.Errorf("pod %s: CNI ADD on network %s: %w", pod.ID, list.Name, err)
 	}
 	ips, err := resultIPs(res, c.cfg.IfName)
 	if err != nil {
-		if derr := c.lib.DelNetworkList(context.WithoutCancel(ctx), list, rt); derr != nil {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoDelTimeout)
+		defer cancel()
+		if derr := c.lib.DelNetworkList(dctx, list, rt); derr != nil {
 			c.log.Warn("CNI DEL after unusable ADD result", "pod", pod.ID, "error", derr)
+			return nil, fmt.Errorf("pod %s: network %s: %w; the DEL undoing the ADD failed, %w: %w", pod.ID, list.Name, err, ErrStillAttached, derr)
 		}
 		return nil, fmt.Errorf("pod %s: network %s: %w", pod.ID, list.Name, err)
 	}
