@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/berth-runtime/berth/internal/idindex"
+	"github.com/berth-runtime/berth/internal/reserve"
 )
 
 // A prefix that begins two pods' ids is neither a pod nor a missing one:
@@ -20,7 +21,7 @@ func TestAmbiguousPrefix(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(m.Close)
-	ids := []string{"ab" + newID()[2:], "ab" + newID()[2:], "c" + newID()[1:]}
+	ids := []string{"ab" + reserve.NewID()[2:], "ab" + reserve.NewID()[2:], "c" + reserve.NewID()[1:]}
 	for _, id := range ids {
 		m.add(&pod{rec: Record{ID: id, State: StateReady}})
 	}
@@ -58,7 +59,7 @@ func TestAmbiguousPrefix(t *testing.T) {
 	if p, err := m.lookup("c"); err != nil || p.rec.ID != ids[2] {
 		t.Errorf("lookup by a one-digit unique prefix: %v", err)
 	}
-	missing := "f" + newID()[1:]
+	missing := "f" + reserve.NewID()[1:]
 	if err := m.Stop(ctx, missing); err != nil {
 		t.Errorf("stop of a missing pod: %v", err)
 	}

@@ -2,8 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +15,7 @@ import (
 	"github.com/berth-runtime/berth/internal/events"
 	"github.com/berth-runtime/berth/internal/faultpoint"
 	"github.com/berth-runtime/berth/internal/idindex"
+	"github.com/berth-runtime/berth/internal/reserve"
 	"github.com/berth-runtime/berth/internal/store"
 	"github.com/berth-runtime/berth/network"
 	"github.com/berth-runtime/berth/nri"
@@ -77,7 +76,7 @@ type Manager struct {
 	pause   PauseRuntime
 	records *store.Records[Record]
 	dir     string
-	names   *names
+	names   *reserve.Names
 	// cgroups makes the pods' cgroups; defaultParent holds those of pods
 	// that name no parent.
 	cgroups       cgroup.Driver
@@ -141,7 +140,7 @@ func New(ctx context.Context, opts Options) (*Manager, error) {
 		pause:   opts.Pause,
 		records: records,
 		dir:     dir,
-		names:   newNames(),
+		names:   reserve.New(reserve.Options{Kind: "pod sandbox", Timeout: opts.RunTimeout, Logger: opts.Logger}),
 		pods:    map[string]*pod{},
 		foreign: map[string]bool{},
 
@@ -217,10 +216,4 @@ func (m *Manager) drop(id string) {
 	m.mu.Lock()
 	delete(m.pods, id)
 	m.mu.Unlock()
-}
-
-func newID() string {
-	var b [32]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

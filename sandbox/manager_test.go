@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-runtime/berth/internal/cgroup"
+	"github.com/berth-runtime/berth/internal/reserve"
 	"github.com/berth-runtime/berth/network"
 	"github.com/berth-runtime/berth/network/cnitest"
 )
@@ -37,7 +40,7 @@ func newFixture(t *testing.T, netw Network) *fixture {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
 	}
-	f := &fixture{t: t, state: t.TempDir(), parent: "/berth-test-" + newID()[:8]}
+	f := &fixture{t: t, state: t.TempDir(), parent: "/berth-test-" + reserve.NewID()[:8]}
 	if netw == nil {
 		f.net = cnitest.NewNet(t)
 		c, err := network.NewCNI(network.Config{ConfDir: f.net.ConfDir, BinDirs: []string{f.net.BinDir}, CacheDir: filepath.Join(f.state, "cni")}, nil)
@@ -410,7 +413,7 @@ func TestFailingPluginLeavesNothing(t *testing.T) {
 		}
 	}
 	// The name is free again.
-	if _, mine := f.m.names.claim(nameKey(f.config("x").Metadata)); !mine {
+	if _, held := f.m.names.Holder(nameKey(f.config("x").Metadata)); held {
 		t.Error("name still reserved after a failed run")
 	}
 }
@@ -530,13 +533,18 @@ func TestRetriedRunReturnsFirstPod(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	close(sn.release)
 	r1, r2 := <-first, <-second
-	if r1.err != nil || r2.err != nil || r1.id == "" || r1.id != r2.id {
-		t.Fatalf("first %+v, retry %+v: want the same pod", r1, r2)
+	// The first caller returns at its deadline, told where the work is;
+	// the work goes on, and the retry gets its pod.
+	if !errors.Is(r1.err, context.DeadlineExceeded) || !strings.Contains(r1.err.Error(), "CNI ADD") {
+		t.Fatalf("first call: %v, want DeadlineExceeded naming the step (CNI ADD)", r1.err)
+	}
+	if r2.err != nil || r2.id == "" || !strings.Contains(r1.err.Error(), r2.id) {
+		t.Fatalf("first %+v, retry %+v: want the retry to get the pod the first names", r1, r2)
 	}
 	// A retry after it finished gets it as well.
 	id3, err := f.m.Run(context.Background(), cfg, "")
-	if err != nil || id3 != r1.id || sn.calls != 1 {
-		t.Fatalf("late retry = %s, %v (%d setups); want %s", id3, err, sn.calls, r1.id)
+	if err != nil || id3 != r2.id || sn.calls != 1 {
+		t.Fatalf("late retry = %s, %v (%d setups); want %s", id3, err, sn.calls, r2.id)
 	}
 	if got := len(f.m.List(context.Background(), nil)); got != 1 {
 		t.Fatalf("%d pods, want 1", got)
@@ -628,4 +636,89 @@ func cgroupAt(p string) (*podCgroup, error) {
 		return nil, err
 	}
 	return openCgroup(cg)
+}
+
+// stuckNet attaches, fails the ADD, and fails every DEL while refuse is
+// set: the CNI side of a pod whose undo cannot finish.
+type stuckNet struct {
+	mu       sync.Mutex
+	refuse   bool
+	attached map[string]bool
+}
+
+func (s *stuckNet) Setup(_ context.Context, p *network.Pod) (*network.Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.attached[p.ID] = true
+	return nil, fmt.Errorf("pod %s: CNI ADD: test plugin fails after attaching; the DEL undoing it failed too, %w: refused", p.ID, network.ErrStillAttached)
+}
+func (s *stuckNet) Teardown(_ context.Context, p *network.Pod) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.refuse {
+		return fmt.Errorf("pod %s: CNI DEL refused", p.ID)
+	}
+	delete(s.attached, p.ID)
+	return nil
+}
+func (s *stuckNet) GC(context.Context, map[string]bool) ([]string, error) { return nil, nil }
+func (s *stuckNet) SetPodCIDRs([]string) error                            { return nil }
+
+// TestFailedUndoKeepsPod: a RunPodSandbox whose undo fails keeps the pod,
+// not ready and listed, with its name, instead of forgetting what it
+// holds; a retry makes no second pod; stop retries the DEL, remove frees
+// the name.
+func TestFailedUndoKeepsPod(t *testing.T) {
+	sn := &stuckNet{refuse: true, attached: map[string]bool{}}
+	f := newFixture(t, sn)
+	ctx := context.Background()
+	cfg := f.config("kept")
+	_, err := f.m.Run(ctx, cfg, "")
+	if !errors.Is(err, reserve.ErrKept) || !errors.Is(err, network.ErrStillAttached) {
+		t.Fatalf("Run: %v, want the ADD's error and ErrKept", err)
+	}
+	pods := f.m.List(ctx, nil)
+	if len(pods) != 1 || pods[0].State != runtimeapi.PodSandboxState_SANDBOX_NOTREADY {
+		t.Fatalf("listed %v, want one pod not ready", pods)
+	}
+	id := pods[0].Id
+	if !strings.Contains(err.Error(), id) {
+		t.Errorf("Run's error %q does not name the pod %s", err, id)
+	}
+	for range 3 {
+		if _, err := f.m.Run(ctx, cfg, ""); !errors.Is(err, reserve.ErrTaken) || !strings.Contains(err.Error(), id) {
+			t.Fatalf("retry: %v, want ErrTaken naming %s", err, id)
+		}
+	}
+	if n := len(sn.attached); n != 1 || len(f.m.List(ctx, nil)) != 1 {
+		t.Fatalf("after retries: %d attachments, %d pods; want 1 and 1", n, len(f.m.List(ctx, nil)))
+	}
+	if err := f.m.Stop(ctx, id); err == nil {
+		t.Fatal("stop succeeded while DEL fails")
+	}
+	// Kept across a restart, as recovery keeps such a pod.
+	f.restart()
+	if st := f.status(id); st.State != runtimeapi.PodSandboxState_SANDBOX_NOTREADY {
+		t.Fatalf("after restart: %v", st.State)
+	}
+	sn.mu.Lock()
+	sn.refuse = false
+	sn.mu.Unlock()
+	if err := f.m.Stop(ctx, id); err != nil {
+		t.Fatalf("stop once DEL works: %v", err)
+	}
+	if err := f.m.Remove(ctx, id); err != nil {
+		t.Fatalf("remove: %v", err)
+	}
+	if len(sn.attached) != 0 {
+		t.Fatalf("still attached: %v", sn.attached)
+	}
+	if _, held := f.m.names.Holder(nameKey(cfg.Metadata)); held {
+		t.Fatal("name held after remove")
+	}
+	entries, _ := os.ReadDir(filepath.Join(f.state, "sandboxes"))
+	pins, _ := os.ReadDir(filepath.Join(f.state, "netns"))
+	if len(entries) != 0 || len(pins) != 0 {
+		t.Errorf("left behind: %d pod entries, %d pins", len(entries), len(pins))
+	}
 }

@@ -98,7 +98,7 @@ func (m *Manager) recover(ctx context.Context) error {
 		}
 		p, cfg := r.p, r.p.cfg
 		m.add(p)
-		m.names.restore(nameKey(cfg.GetMetadata()), id)
+		m.names.Restore(nameKey(cfg.GetMetadata()), id)
 	}
 	m.cleanOrphans(ctx)
 	return nil

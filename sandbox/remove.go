@@ -70,6 +70,6 @@ func (m *Manager) purge(ctx context.Context, p *pod, cg *podCgroup) error {
 	p.removed = true
 	p.mu.Unlock()
 	m.drop(rec.ID)
-	m.names.release(nameKey(cfg.GetMetadata()), rec.ID)
+	m.names.Release(nameKey(cfg.GetMetadata()), rec.ID)
 	return nil
 }

@@ -14,60 +14,42 @@ import (
 
 	"github.com/berth-runtime/berth/internal/cgprime"
 	"github.com/berth-runtime/berth/internal/faultpoint"
+	"github.com/berth-runtime/berth/internal/reserve"
 	"github.com/berth-runtime/berth/network"
 )
 
 // Run creates and starts a pod sandbox and returns its id. A call for a
 // name (name, namespace, uid, attempt) that another call is creating
-// waits for it and returns its pod; one for a name that exists returns it.
+// waits for it and returns its pod; one for a name that exists returns it
+// (internal/reserve). The work goes on when its caller gives up, so that
+// the kubelet's retry finds it done.
 func (m *Manager) Run(ctx context.Context, cfg *runtimeapi.PodSandboxConfig, handler string) (string, error) {
-	key := nameKey(cfg.GetMetadata())
-	for {
-		r, mine := m.names.claim(key)
-		if mine {
-			// Detached from the caller: a kubelet that timed out retries
-			// and must find this work finished, not abandoned half-way.
-			runCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.opts.RunTimeout)
-			id, err := m.run(runCtx, cfg, handler)
-			cancel()
-			m.names.finish(key, r, id, err)
-			return id, err
-		}
-		select {
-		case <-r.done:
-		case <-ctx.Done():
-			return "", fmt.Errorf("pod %s: waiting for the RunPodSandbox already creating it: %w", key, ctx.Err())
-		}
-		if r.err == nil {
-			m.log.Info("RunPodSandbox retried: returning the pod of the first call", "pod", r.id, "name", key)
-			return r.id, nil
-		}
-		// The first call failed and freed the name: try again ourselves.
-	}
+	return m.names.Create(ctx, nameKey(cfg.GetMetadata()), func(ctx context.Context, id string) error {
+		return m.run(ctx, id, cfg, handler)
+	})
 }
 
-func (m *Manager) run(ctx context.Context, cfg *runtimeapi.PodSandboxConfig, handler string) (string, error) {
+func (m *Manager) run(ctx context.Context, id string, cfg *runtimeapi.PodSandboxConfig, handler string) error {
 	start := time.Now()
-	id := newID()
 	hostNet, hostPID, hostIPC := namespaces(cfg)
 	if userNamespace(cfg) != nil && (hostNet || hostPID || hostIPC) {
-		return "", fmt.Errorf("pod %s: %w: a pod in its own user namespace cannot share the node's network, PID or IPC namespace", id, ErrInvalid)
+		return fmt.Errorf("pod %s: %w: a pod in its own user namespace cannot share the node's network, PID or IPC namespace", id, ErrInvalid)
 	}
 	if err := checkSysctls(cfg.GetLinux().GetSysctls(), hostNet, hostIPC); err != nil {
-		return "", fmt.Errorf("pod %s: %w", id, err)
+		return fmt.Errorf("pod %s: %w", id, err)
 	}
 	cg, err := m.newPodCgroup(id, cfg)
 	if err != nil {
-		return "", fmt.Errorf("pod %s: %w", id, err)
+		return fmt.Errorf("pod %s: %w", id, err)
 	}
 	cfgBytes, err := proto.Marshal(cfg)
 	if err != nil {
-		return "", fmt.Errorf("pod %s: encode config: %w", id, err)
+		return fmt.Errorf("pod %s: encode config: %w", id, err)
 	}
 	hostname := cfg.GetHostname()
 	if hostname == "" || hostNet {
 		if hostname, err = os.Hostname(); err != nil {
-			return "", fmt.Errorf("pod %s: %w", id, err)
+			return fmt.Errorf("pod %s: %w", id, err)
 		}
 	}
 	p := &pod{cfg: cfg, rec: Record{
@@ -85,21 +67,20 @@ func (m *Manager) run(ctx context.Context, cfg *runtimeapi.PodSandboxConfig, han
 		p.rec.NetNS = m.netns.Path(id)
 		p.rec.Attached = true
 	}
+	reserve.Step(ctx, "record")
 	// Written before anything exists: after a crash, recovery finds this
 	// record and undoes whatever part of the pod had been made.
 	if err := m.records.Put(id, &p.rec); err != nil {
-		return "", fmt.Errorf("pod %s: %w", id, err)
+		return fmt.Errorf("pod %s: %w", id, err)
 	}
 	m.opts.Faults.Hit(faultpoint.RunRecorded, id)
 	var steps stepTimes
 	if err := m.create(ctx, p, cg, hostNet, hostPID, hostIPC, &steps); err != nil {
-		if uerr := m.undo(context.WithoutCancel(ctx), p, cg); uerr != nil {
-			m.log.Error("undo failed RunPodSandbox", "pod", id, "error", uerr)
-		}
-		return "", err
+		return m.fail(ctx, p, cg, err)
 	}
 	// Plugins see the pod before anyone else does: not listed, and no
 	// container can be created in it, until they have answered.
+	reserve.Step(ctx, "NRI RunPodSandbox")
 	nctx, unblock := m.opts.NRI.BlockSync(ctx)
 	defer unblock()
 	if err := m.nriRun(nctx, p); err != nil {
@@ -107,10 +88,7 @@ func (m *Manager) run(ctx context.Context, cfg *runtimeapi.PodSandboxConfig, han
 		// a death.
 		p.op.Lock()
 		defer p.op.Unlock()
-		if uerr := m.undo(context.WithoutCancel(ctx), p, cg); uerr != nil {
-			m.log.Error("undo failed RunPodSandbox", "pod", id, "error", uerr)
-		}
-		return "", fmt.Errorf("pod %s: %w", id, err)
+		return m.fail(ctx, p, cg, fmt.Errorf("pod %s: %w", id, err))
 	}
 	m.add(p)
 	m.publishStarted(id)
@@ -118,7 +96,7 @@ func (m *Manager) run(ctx context.Context, cfg *runtimeapi.PodSandboxConfig, han
 	m.log.Info("pod sandbox ready", "pod", id, "name", nameKey(cfg.GetMetadata()),
 		"ips", p.rec.IPs, "pid", p.rec.PausePid, "duration", time.Since(start),
 		"files", steps.files, "netns", steps.netns, "cni_add", steps.cni, "pause", steps.pause)
-	return id, nil
+	return nil
 }
 
 // stepTimes are the parts of a RunPodSandbox worth knowing when it is
@@ -136,6 +114,7 @@ func (m *Manager) create(ctx context.Context, p *pod, cg *podCgroup, hostNet, ho
 	// passes meanwhile.
 	cgprime.Prime()
 	t := time.Now()
+	reserve.Step(ctx, "pod files")
 	files := podFiles{dir: p.rec.Dir}
 	if err := files.write(m.opts.hosts, p.rec.Hostname, hostNet, cfg.GetDnsConfig(), nil); err != nil {
 		return fmt.Errorf("pod %s: %w", id, err)
@@ -166,6 +145,7 @@ func (m *Manager) create(ctx context.Context, p *pod, cg *podCgroup, hostNet, ho
 	}
 	if !hostNet && userNS == nil {
 		t = time.Now()
+		reserve.Step(ctx, "netns")
 		if _, err := m.netns.Create(ctx, id); err != nil {
 			return err
 		}
@@ -202,6 +182,7 @@ func (m *Manager) create(ctx context.Context, p *pod, cg *podCgroup, hostNet, ho
 		spec.Hostname = p.rec.Hostname
 	}
 	t = time.Now()
+	reserve.Step(ctx, "pause start (CNI ADD beside it)")
 	proc, pauseErr := m.pause.Start(ctx, spec)
 	steps.pause = time.Since(t)
 	if userNS != nil && !hostNet && pauseErr == nil {
@@ -214,12 +195,13 @@ func (m *Manager) create(ctx context.Context, p *pod, cg *podCgroup, hostNet, ho
 			setupNet()
 		}
 	}
+	reserve.Step(ctx, "CNI ADD")
 	wg.Wait()
 	if proc != nil {
 		p.pause = proc
 		p.rec.PausePid, p.rec.PauseStart = proc.Pid(), proc.StartTime()
 	}
-	if netErr != nil {
+	if netErr != nil && !errors.Is(netErr, network.ErrStillAttached) {
 		// Setup already ran DEL: nothing of the attachment is left.
 		p.rec.Attached = false
 	}
@@ -243,22 +225,58 @@ func (m *Manager) create(ctx context.Context, p *pod, cg *podCgroup, hostNet, ho
 	return nil
 }
 
-// undo releases whatever a failed Run made, the record last.
+// undoTimeout bounds the undo of a failed RunPodSandbox, which runs on
+// when the call's own time is up: a CNI DEL has two minutes (stop.go).
+const undoTimeout = 3 * time.Minute
+
+// fail undoes a RunPodSandbox that failed with err. A pod whose undo fails
+// (a CNI DEL that fails, say) is kept, not ready, as recovery keeps one
+// after a crash: listed, the kubelet stops and removes it, and each stop
+// retries the release; forgotten, its IP lease would leak, one more with
+// every retry of the kubelet. Its name stays taken (reserve.ErrKept) until
+// it is removed. The caller holds p.op if pause is watched.
+func (m *Manager) fail(ctx context.Context, p *pod, cg *podCgroup, err error) error {
+	id := p.rec.ID
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+	defer cancel()
+	uerr := m.undo(uctx, p, cg)
+	if uerr == nil {
+		return err
+	}
+	rec := p.update(func(r *Record) { r.State, r.PausePid, r.PauseStart = StateNotReady, 0, 0 })
+	if perr := m.records.Put(id, &rec); perr != nil {
+		m.log.Error("persist pod state", "pod", id, "error", perr)
+	}
+	m.add(p)
+	m.log.Warn("failed RunPodSandbox not undone: pod kept, not ready, for StopPodSandbox and RemovePodSandbox to release", "pod", id, "error", uerr)
+	return fmt.Errorf("%w; its undo failed, so the pod is kept, not ready, until it is stopped and removed (%w): %w", err, reserve.ErrKept, uerr)
+}
+
+// undo releases whatever a failed Run made, the record last. If the
+// release fails it stops there: what it could not release stays named by the
+// record, for a stop and remove (or the next recovery) to retry.
 func (m *Manager) undo(ctx context.Context, p *pod, cg *podCgroup) error {
-	var errs []error
+	id := p.rec.ID
 	// First, as a failed start or a crash may have left a pause whose pid
 	// never reached the record.
+	var errs []error
 	if err := cg.KillAll(ctx); err != nil {
-		errs = append(errs, err)
+		m.log.Warn("undo RunPodSandbox: step failed", "pod", id, "step", "kill processes", "error", err)
+		errs = append(errs, fmt.Errorf("pod %s: kill processes: %w", id, err))
 	}
 	if err := m.release(ctx, p); err != nil {
+		m.log.Warn("undo RunPodSandbox: step failed", "pod", id, "step", "release", "error", err)
 		errs = append(errs, err)
 	}
-	m.opts.Faults.Hit(faultpoint.RecoverPodReleased, p.rec.ID)
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	m.opts.Faults.Hit(faultpoint.RecoverPodReleased, id)
 	if err := m.purge(ctx, p, cg); err != nil {
-		errs = append(errs, err)
+		m.log.Warn("undo RunPodSandbox: step failed", "pod", id, "step", "purge", "error", err)
+		return err
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
 func (m *Manager) podDir(id string) string { return m.dir + "/" + id }

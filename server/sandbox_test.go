@@ -12,6 +12,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-runtime/berth/internal/idindex"
+	"github.com/berth-runtime/berth/internal/reserve"
 	"github.com/berth-runtime/berth/sandbox"
 )
 
@@ -142,6 +143,7 @@ func TestSandboxErrorCodes(t *testing.T) {
 		{fmt.Errorf("pod x: %w: bad sysctl", sandbox.ErrInvalid), codes.InvalidArgument},
 		{fmt.Errorf("pod sandbox %w", &idindex.AmbiguousError{Prefix: "0", IDs: []string{"0a", "0b"}}), codes.InvalidArgument},
 		{fmt.Errorf("pod x: %w", context.DeadlineExceeded), codes.DeadlineExceeded},
+		{fmt.Errorf("%w: n_ns_u_0 is held by pod sandbox x, whose create failed", reserve.ErrTaken), codes.AlreadyExists},
 		{errors.New("plugin type=\"bridge\" failed (add): boom"), codes.Unknown},
 	}
 	for _, tt := range tests {

@@ -9,6 +9,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-runtime/berth/internal/idindex"
+	"github.com/berth-runtime/berth/internal/reserve"
 	"github.com/berth-runtime/berth/sandbox"
 )
 
@@ -35,6 +36,8 @@ func sandboxError(err error) error {
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, sandbox.ErrInvalid), errors.Is(err, idindex.ErrAmbiguous):
 		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, reserve.ErrTaken):
+		return status.Error(codes.AlreadyExists, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	case errors.Is(err, context.Canceled):
