@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/berth-runtime/berth/container/spec"
+	"github.com/berth-runtime/berth/internal/reserve"
 )
 
 func TestParseSignal(t *testing.T) {
@@ -72,7 +73,7 @@ func TestProcessStart(t *testing.T) {
 }
 
 func TestIsContainerID(t *testing.T) {
-	if !isContainerID(newID()) || isContainerID("abc") || isContainerID("sha256:"+newID()[:57]) {
+	if !isContainerID(reserve.NewID()) || isContainerID("abc") || isContainerID("sha256:"+reserve.NewID()[:57]) {
 		t.Fatal("isContainerID")
 	}
 }

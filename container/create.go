@@ -18,15 +18,16 @@ import (
 	"github.com/berth-runtime/berth/container/spec"
 	"github.com/berth-runtime/berth/internal/cgprime"
 	"github.com/berth-runtime/berth/internal/faultpoint"
+	"github.com/berth-runtime/berth/internal/reserve"
 )
 
-// Create is CreateContainer: it returns the new container's id. A failed
+// Create is CreateContainer: it returns the new container's id. A call
+// for a name (pod, name, attempt) another call is creating waits for it
+// and returns its container, as one whose caller gave up before it got
+// the answer (internal/reserve): the kubelet retries a create that
+// outlived its deadline, and the work goes on detached from it. A failed
 // create undoes everything it did.
-func (s *Service) Create(ctx context.Context, podID string, cfg *runtimeapi.ContainerConfig, podCfg *runtimeapi.PodSandboxConfig) (_ string, err error) {
-	// libcontainer moves the container's init into its cgroup some 5–20
-	// ms from now (lease, records, rootfs, spec, the re-exec as init):
-	// the RCU grace period that move would wait for passes meanwhile.
-	cgprime.Prime()
+func (s *Service) Create(ctx context.Context, podID string, cfg *runtimeapi.ContainerConfig, podCfg *runtimeapi.PodSandboxConfig) (string, error) {
 	if cfg == nil {
 		return "", fmt.Errorf("%w: config: missing", ErrInvalid)
 	}
@@ -36,9 +37,6 @@ func (s *Service) Create(ctx context.Context, podID string, cfg *runtimeapi.Cont
 	if cfg.GetImage().GetImage() == "" {
 		return "", fmt.Errorf("%w: config.image.image: missing", ErrInvalid)
 	}
-	// A plugin connecting meanwhile learns of the container either way.
-	ctx, unblock := s.opts.NRI.BlockSync(ctx)
-	defer unblock()
 	pod, err := s.opts.Pods.Pod(ctx, podID)
 	if err != nil {
 		return "", err
@@ -49,36 +47,61 @@ func (s *Service) Create(ctx context.Context, podID string, cfg *runtimeapi.Cont
 	if podCfg == nil {
 		podCfg = pod.Config
 	}
-	id := newID()
-	key := nameKey(pod.ID, cfg.GetMetadata())
-	if err := s.reserve(key, id); err != nil {
-		return "", err
-	}
-	if _, err := s.create(ctx, id, pod.Pod, cfg, podCfg, false); err != nil {
-		s.unreserve(key, id)
-		return "", err
-	}
-	s.opts.Faults.Hit(faultpoint.CreateReturning, id)
-	return id, nil
+	return s.names.Create(ctx, nameKey(pod.ID, cfg.GetMetadata()), func(ctx context.Context, id string) error {
+		// libcontainer moves the container's init into its cgroup some
+		// 5–20 ms from now (lease, records, rootfs, spec, the re-exec as
+		// init): the RCU grace period that move would wait for passes
+		// meanwhile.
+		cgprime.Prime()
+		// A plugin connecting meanwhile learns of the container either
+		// way.
+		ctx, unblock := s.opts.NRI.BlockSync(ctx)
+		defer unblock()
+		if _, err := s.create(ctx, id, pod.Pod, cfg, podCfg, false); err != nil {
+			return err
+		}
+		s.opts.Faults.Hit(faultpoint.CreateReturning, id)
+		return nil
+	})
 }
+
+// undoTimeout bounds the undo of a failed create, which runs on when the
+// call's own time is up.
+const undoTimeout = time.Minute
 
 // create makes container id of pod: image lease, rootfs, spec, and the
 // monitor's create. A sandbox (infra) container's image is pulled if it
 // is missing, as containerd pulls its sandbox image. On error everything
-// is undone.
+// is undone: before the record is written by the named cleanups of the
+// steps done, after it by undoCreate, the release recovery uses.
 func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runtimeapi.ContainerConfig, podCfg *runtimeapi.PodSandboxConfig, sandbox bool) (_ *ctr, err error) {
-	var undo []func()
+	var (
+		cleanups []cleanup
+		rec      Record
+		recorded bool
+	)
 	defer func() {
-		if err != nil {
-			for i := len(undo) - 1; i >= 0; i-- {
-				undo[i]()
+		if err == nil {
+			return
+		}
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+		defer cancel()
+		if !recorded {
+			if uerr := s.runCleanups(uctx, id, cleanups); uerr != nil {
+				err = fmt.Errorf("%w; undo: %w", err, uerr)
 			}
+			return
+		}
+		if uerr := s.undoCreate(uctx, s.existingMonitor(pod.ID), &rec, cleanups); uerr != nil {
+			s.keepFailed(&rec, cfg, err, uerr)
+			err = fmt.Errorf("%w; its undo failed, so the container is kept, exited, until it is removed (%w): %w", err, reserve.ErrKept, uerr)
 		}
 	}()
-	cleanup := context.WithoutCancel(ctx)
 
+	reserve.Step(ctx, "image lease")
 	img, err := s.opts.Images.Lease(ctx, id, cfg.GetImage().GetImage())
 	if sandbox && errors.Is(err, ErrNotFound) {
+		reserve.Step(ctx, "sandbox image pull")
 		if err = s.opts.Images.Pull(ctx, cfg.GetImage().GetImage()); err == nil {
 			img, err = s.opts.Images.Lease(ctx, id, cfg.GetImage().GetImage())
 		}
@@ -86,7 +109,7 @@ func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runt
 	if err != nil {
 		return nil, fmt.Errorf("container %s: image %s: %w", id, cfg.GetImage().GetImage(), err)
 	}
-	undo = append(undo, func() { s.opts.Images.Release(cleanup, id) })
+	cleanups = append(cleanups, cleanup{"release image lease", func(ctx context.Context) error { return s.opts.Images.Release(ctx, id) }})
 	if !sandbox {
 		s.opts.Faults.Hit(faultpoint.CreateLeased, id)
 	}
@@ -102,12 +125,13 @@ func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runt
 	if err != nil {
 		return nil, err
 	}
-	undo = append(undo, func() { s.releaseImageVolumes(cleanup, vols) })
+	cleanups = append(cleanups, cleanup{"release image volume leases", func(ctx context.Context) error { return s.releaseImageVolumes(ctx, vols) }})
+	reserve.Step(ctx, "image volume leases")
 	volLayers, err := s.leaseImageVolumes(ctx, cfg, vols)
 	if err != nil {
 		return nil, fmt.Errorf("container %s: %w", id, err)
 	}
-	rec := Record{
+	rec = Record{
 		ID: id, PodID: pod.ID, State: StateCreating, ImageID: img.ID, ImageRef: imageRef(img),
 		CreatedAt: time.Now().UnixNano(), Dir: dir, Upper: upper, StopSignal: imgCfg.StopSignal,
 		Sandbox: sandbox, ImageVolumes: vols,
@@ -124,12 +148,14 @@ func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runt
 			return nil, fmt.Errorf("%w: log_path: %q under log directory %q is not absolute", ErrInvalid, lp, podCfg.GetLogDirectory())
 		}
 	}
-	// Written first, so that a crash from here on is undone by recovery.
+	// Written first, so that a crash from here on is undone by recovery,
+	// and a failure by the same release (undoCreate), which the record's
+	// image and volume leases are part of.
+	reserve.Step(ctx, "record")
 	if err := s.records.Put(id, &rec); err != nil {
 		return nil, fmt.Errorf("container %s: %w", id, err)
 	}
-	undo = append(undo, func() { s.records.Delete(id) })
-	undo = append(undo, func() { os.RemoveAll(dir); os.RemoveAll(upper) })
+	recorded, cleanups = true, nil
 	if !sandbox {
 		s.opts.Faults.Hit(faultpoint.CreateRecorded, id)
 	}
@@ -138,28 +164,28 @@ func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runt
 		if sandbox {
 			return nil, fmt.Errorf("%w: container %s: a pause image cannot run in a user namespace", ErrInvalid, id)
 		}
+		reserve.Step(ctx, "id-mapped layers")
 		if idm, err = openIDMap(u, pod.PausePID, dir); err != nil {
 			return nil, fmt.Errorf("container %s: %w", id, err)
 		}
 		defer idm.close()
-		undo = append(undo, func() { unmountIDMapScratch(dir) })
 	}
 	if err := makeContainerDir(dir, idm); err != nil {
 		return nil, fmt.Errorf("container %s: %w", id, err)
 	}
+	reserve.Step(ctx, "rootfs mount")
 	if err := mountRootfs(id, img.LowerDirs, upper, rootfs, idm); err != nil {
 		return nil, err
 	}
-	undo = append(undo, func() { unmountRootfs(rootfs) })
 	if !sandbox {
 		s.opts.Faults.Hit(faultpoint.CreateRootfs, id)
 	}
-	undo = append(undo, func() { unmountImageVolumes(dir) })
 	volSources, err := mountImageVolumes(cfg, vols, volLayers, idm)
 	if err != nil {
 		return nil, fmt.Errorf("container %s: %w", id, err)
 	}
 
+	reserve.Step(ctx, "OCI spec")
 	in := &spec.Input{
 		ID: id, Config: cfg, Image: imgCfg, ImageName: cfg.GetImage().GetImage(), Rootfs: rootfs,
 		Pod: pod, Host: s.host, Files: spec.DirFS(rootfs), Sandbox: sandbox, ImageVolumes: volSources,
@@ -179,7 +205,8 @@ func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runt
 		return nil, fmt.Errorf("container %s: %w", id, err)
 	}
 	if !sandbox && s.opts.NRI.Enabled() {
-		if err := s.nriCreate(ctx, &rec, cfg, oci, &undo); err != nil {
+		reserve.Step(ctx, "NRI CreateContainer")
+		if err := s.nriCreate(ctx, &rec, cfg, oci, &cleanups); err != nil {
 			return nil, err
 		}
 	}
@@ -200,19 +227,17 @@ func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runt
 		}
 	}
 
+	reserve.Step(ctx, "monitor create (libcontainer)")
 	mon := s.existingMonitor(pod.ID)
 	resp, err := mon.client.Call(ctx, &monitor.Request{Op: monitor.OpCreate, ID: id, Create: &monitor.CreateRequest{
 		Dir: dir, LogPath: rec.LogPath, Stdin: cfg.GetStdin(), StdinOnce: cfg.GetStdinOnce(),
 	}})
 	if err != nil {
-		// A create that timed out on our side may still finish there.
-		s.monitorDelete(cleanup, mon, id)
 		if errors.Is(err, monitor.ErrUnreachable) {
 			return nil, fmt.Errorf("%w: container %s: the monitor of pod %s is gone: %w", ErrState, id, pod.ID, err)
 		}
 		return nil, fmt.Errorf("container %s: %w", id, err)
 	}
-	undo = append(undo, func() { s.monitorDelete(cleanup, mon, id) })
 	if sandbox {
 		s.opts.Faults.Hit(faultpoint.RunInfraCreated, id)
 	} else {
@@ -221,6 +246,7 @@ func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runt
 	rec.Pid = resp.Pid
 	rec.PidStart = processStart(resp.Pid)
 	rec.State = StateCreated
+	reserve.Step(ctx, "record created")
 	if err := s.records.Put(id, &rec); err != nil {
 		return nil, fmt.Errorf("container %s: %w", id, err)
 	}
@@ -237,6 +263,63 @@ func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runt
 		s.opts.NRI.PostCreateContainer(ctx, c.nriDescribe())
 	}
 	return c, nil
+}
+
+// cleanup undoes one step of a create done before its record exists.
+type cleanup struct {
+	step string
+	f    func(context.Context) error
+}
+
+// runCleanups runs the cleanups of a failed create, last step first,
+// each failure logged with the container and the step.
+func (s *Service) runCleanups(ctx context.Context, id string, cleanups []cleanup) error {
+	var errs []error
+	for i := len(cleanups) - 1; i >= 0; i-- {
+		if err := cleanups[i].f(ctx); err != nil {
+			s.log.Warn("undo CreateContainer: step failed", "container", id, "step", cleanups[i].step, "error", err)
+			errs = append(errs, fmt.Errorf("%s: %w", cleanups[i].step, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// undoCreate releases a container whose create did not finish, from its
+// record: a failed create and recovery after a crash inside one both come
+// here. The monitor may hold it (its init waiting for a start that will
+// never come) and refuses to delete a live one, or may still be making it
+// (for a create that timed out on our side, or for the berth that died):
+// a status call waits for that to end, so that the kill finds a process
+// to kill. cleanups (NRI's) run once it is dead.
+func (s *Service) undoCreate(ctx context.Context, mon *podMonitor, rec *Record, cleanups []cleanup) error {
+	mon.client.Call(ctx, &monitor.Request{Op: monitor.OpStatus, ID: rec.ID})
+	s.monitorDelete(ctx, mon, rec.ID)
+	s.opts.Faults.Hit(faultpoint.RecoverCtrKilled, rec.ID)
+	// Logged by runCleanups: the container is gone once released, what
+	// a plugin thinks of it is the plugin's.
+	s.runCleanups(ctx, rec.ID, cleanups)
+	if err := s.release(ctx, rec); err != nil {
+		s.log.Warn("undo CreateContainer: step failed", "container", rec.ID, "step", "release", "error", err)
+		return err
+	}
+	return nil
+}
+
+// keepFailed keeps a container whose create failed and whose release
+// failed too, exited, so that RemoveContainer (or the pod's removal)
+// retries the release instead of its layer, mounts and leases leaking.
+func (s *Service) keepFailed(rec *Record, cfg *runtimeapi.ContainerConfig, cause, uerr error) {
+	rec.State, rec.Reason = StateExited, ReasonCreateFailed
+	rec.Exit = &monitor.Exit{Code: 128, FinishedAt: time.Now(), Message: fmt.Sprintf("create failed (%v) and its undo too (%v)", cause, uerr)}
+	if err := s.records.Put(rec.ID, rec); err != nil {
+		s.log.Error("record failed create", "container", rec.ID, "error", err)
+	}
+	c := &ctr{rec: *rec, cfg: cfg, resources: cfg.GetLinux().GetResources(), exited: make(chan struct{})}
+	close(c.exited)
+	s.mu.Lock()
+	s.ctrs[rec.ID] = c
+	s.mu.Unlock()
+	s.log.Warn("failed CreateContainer not undone: container kept, exited, for RemoveContainer to release", "container", rec.ID, "pod", rec.PodID, "error", uerr)
 }
 
 // monitorDelete kills and forgets a container in its monitor, for undo.

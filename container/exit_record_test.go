@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/berth-runtime/berth/container/monitor"
+	"github.com/berth-runtime/berth/internal/reserve"
 )
 
 // An exit is on disk once it is announced: RemoveContainer waits for the
@@ -14,7 +15,7 @@ import (
 func TestExitRecordedBeforeAnnounced(t *testing.T) {
 	s := newTestService(t)
 	for range 200 {
-		id := newID()
+		id := reserve.NewID()
 		c := &ctr{rec: Record{ID: id, State: StateRunning}, exited: make(chan struct{})}
 		if err := s.records.Put(id, &c.rec); err != nil {
 			t.Fatal(err)

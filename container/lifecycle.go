@@ -19,6 +19,11 @@ import (
 // nobody could see how its process ended.
 const ReasonMonitorGone = "MonitorGone"
 
+// ReasonCreateFailed is the exit reason of a container whose create failed
+// and could not be undone: kept for RemoveContainer to release, it never
+// ran.
+const ReasonCreateFailed = "CreateFailed"
+
 // watch waits, through the pod's monitor, for the container to exit and
 // records the exit. It is how berth learns of exits without polling.
 func (s *Service) watch(c *ctr, mon *podMonitor) {
@@ -268,12 +273,10 @@ func (s *Service) Remove(ctx context.Context, id string) error {
 	c.mu.Unlock()
 	s.mu.Lock()
 	delete(s.ctrs, rec.ID)
-	if cfg, err := decodeConfig(rec.Config); err == nil {
-		if key := nameKey(rec.PodID, cfg.GetMetadata()); s.names[key] == rec.ID {
-			delete(s.names, key)
-		}
-	}
 	s.mu.Unlock()
+	if cfg, err := decodeConfig(rec.Config); err == nil {
+		s.names.Release(nameKey(rec.PodID, cfg.GetMetadata()), rec.ID)
+	}
 	if s.opts.NRI.Enabled() {
 		s.opts.NRI.RemoveContainer(ctx, c.nriDescribe())
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/berth-runtime/berth/container/spec"
 	"github.com/berth-runtime/berth/internal/idindex"
+	"github.com/berth-runtime/berth/internal/reserve"
 )
 
 type noPods struct{}
@@ -36,24 +37,24 @@ func newTestService(t *testing.T) *Service {
 func TestStopRemoveMissing(t *testing.T) {
 	s := newTestService(t)
 	ctx := context.Background()
-	if err := s.Stop(ctx, newID(), 0); err != nil {
+	if err := s.Stop(ctx, reserve.NewID(), 0); err != nil {
 		t.Errorf("stop of a missing container: %v", err)
 	}
-	if err := s.Remove(ctx, newID()); err != nil {
+	if err := s.Remove(ctx, reserve.NewID()); err != nil {
 		t.Errorf("remove of a missing container: %v", err)
 	}
-	if _, _, err := s.Status(ctx, newID(), false); !errors.Is(err, ErrNotFound) {
+	if _, _, err := s.Status(ctx, reserve.NewID(), false); !errors.Is(err, ErrNotFound) {
 		t.Errorf("status of a missing container: %v, want not found", err)
 	}
-	if err := s.Start(ctx, newID()); !errors.Is(err, ErrNotFound) {
+	if err := s.Start(ctx, reserve.NewID()); !errors.Is(err, ErrNotFound) {
 		t.Errorf("start of a missing container: %v, want not found", err)
 	}
-	ids := []string{"ab" + newID()[2:], "ab" + newID()[2:]}
+	ids := []string{"ab" + reserve.NewID()[2:], "ab" + reserve.NewID()[2:]}
 	for _, id := range ids {
 		s.ctrs[id] = &ctr{rec: Record{ID: id}, exited: make(chan struct{})}
 	}
 	// A pod's infra container is no candidate: CRI does not name it.
-	infra := "ab" + newID()[2:]
+	infra := "ab" + reserve.NewID()[2:]
 	s.ctrs[infra] = &ctr{rec: Record{ID: infra, Sandbox: true}, exited: make(chan struct{})}
 	ambiguous := func(what string, err error) {
 		t.Helper()

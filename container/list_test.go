@@ -8,17 +8,19 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-runtime/berth/internal/reserve"
 )
 
 // ListResponse, decoded as a client does, holds what List returns, for
 // every filter, and follows a container's state change.
 func TestListResponse(t *testing.T) {
 	s := newTestService(t)
-	pods := []string{"aa" + newID()[2:], "bb" + newID()[2:]}
+	pods := []string{"aa" + reserve.NewID()[2:], "bb" + reserve.NewID()[2:]}
 	states := []State{StateCreated, StateRunning, StateExited}
 	var ids []string
 	for i := range 6 {
-		id := newID()
+		id := reserve.NewID()
 		ids = append(ids, id)
 		s.ctrs[id] = &ctr{
 			rec: Record{ID: id, PodID: pods[i%2], State: states[i%3], ImageRef: "sha256:ref", ImageID: "sha256:img", CreatedAt: int64(1000 + i)},

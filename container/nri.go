@@ -142,10 +142,12 @@ func (s *Service) nriStopped(ctx context.Context, c *ctr) {
 // nriCreate asks NRI plugins about a container being created and applies
 // their adjustment to its spec. From here on, a failed create tells the
 // plugins the container is gone.
-func (s *Service) nriCreate(ctx context.Context, rec *Record, cfg *runtimeapi.ContainerConfig, oci *specs.Spec, undo *[]func()) error {
+func (s *Service) nriCreate(ctx context.Context, rec *Record, cfg *runtimeapi.ContainerConfig, oci *specs.Spec, cleanups *[]cleanup) error {
 	described := nriContainer(rec, cfg, oci)
-	cleanup := context.WithoutCancel(ctx)
-	*undo = append(*undo, func() { s.opts.NRI.UndoCreateContainer(cleanup, described) })
+	*cleanups = append(*cleanups, cleanup{"NRI undo of CreateContainer", func(ctx context.Context) error {
+		s.opts.NRI.UndoCreateContainer(ctx, described)
+		return nil
+	}})
 	adj, err := s.opts.NRI.CreateContainer(ctx, described)
 	if err != nil {
 		return fmt.Errorf("container %s: %w", rec.ID, err)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/berth-runtime/berth/container/monitor"
-	"github.com/berth-runtime/berth/internal/faultpoint"
 )
 
 // monitorAnswerTimeout bounds each call to a monitor while berth starts:
@@ -74,7 +73,7 @@ func (s *Service) recover(ctx context.Context) error {
 			close(c.exited)
 		}
 		s.ctrs[id] = c
-		s.names[nameKey(rec.PodID, cfg.GetMetadata())] = id
+		s.names.Restore(nameKey(rec.PodID, cfg.GetMetadata()), id)
 	}
 	live := map[string][]*ctr{}
 	for _, c := range s.ctrs {
@@ -115,14 +114,10 @@ func (s *Service) undoInterrupted(ctx context.Context, mon *podMonitor, recs []*
 	for _, rec := range recs {
 		id := rec.ID
 		s.log.Info("removing container whose create was interrupted", "container", id)
+		// As a failed create is undone (undoCreate): the monitor may
+		// still be making it for the berth that died.
 		uctx, cancel := context.WithTimeout(ctx, 3*monitorAnswerTimeout)
-		// The monitor may still be making it for the berth that died: a
-		// status call waits for that to end, so that the kill finds a
-		// container with a process to kill.
-		mon.client.Call(uctx, &monitor.Request{Op: monitor.OpStatus, ID: id})
-		s.monitorDelete(uctx, mon, id)
-		s.opts.Faults.Hit(faultpoint.RecoverCtrKilled, id)
-		if err := s.release(uctx, rec); err != nil {
+		if err := s.undoCreate(uctx, mon, rec, nil); err != nil {
 			s.log.Error("undo interrupted create", "container", id, "error", err)
 		}
 		cancel()

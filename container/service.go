@@ -6,8 +6,6 @@ package container
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"iter"
@@ -15,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -25,6 +24,7 @@ import (
 	"github.com/berth-runtime/berth/internal/faultpoint"
 	"github.com/berth-runtime/berth/internal/fsguard"
 	"github.com/berth-runtime/berth/internal/idindex"
+	"github.com/berth-runtime/berth/internal/reserve"
 	"github.com/berth-runtime/berth/internal/store"
 	"github.com/berth-runtime/berth/nri"
 )
@@ -34,7 +34,7 @@ import (
 var (
 	ErrNotFound     = errors.New("not found")
 	ErrInvalid      = errors.New("invalid argument")
-	ErrNameReserved = errors.New("name is reserved")
+	ErrNameReserved = reserve.ErrTaken
 	// ErrState: the container is not in a state that allows the call.
 	ErrState   = errors.New("failed precondition")
 	ErrTimeout = errors.New("timed out")
@@ -95,6 +95,10 @@ type Options struct {
 	// Faults hangs a call at a named step for crash tests; nil in
 	// production.
 	Faults *faultpoint.Point
+	// CreateTimeout bounds one CreateContainer, which goes on after its
+	// caller gave up so that a retry finds the container (default 4m, the
+	// kubelet's runtime request timeout is 2m).
+	CreateTimeout time.Duration
 }
 
 // Service runs containers.
@@ -113,9 +117,11 @@ type Service struct {
 	ctx    context.Context // ends with Close: stops the exit watchers
 	cancel context.CancelFunc
 
-	mu    sync.RWMutex
-	ctrs  map[string]*ctr
-	names map[string]string // reservation key → container id
+	mu   sync.RWMutex
+	ctrs map[string]*ctr
+	// names are the containers' names (pod, name, attempt), held while
+	// each exists: internal/reserve.
+	names *reserve.Names
 
 	monMu    sync.Mutex
 	monitors map[string]*podMonitor
@@ -141,7 +147,6 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		upper:    filepath.Join(opts.Root, "containers"),
 		runc:     filepath.Join(opts.State, "runc"),
 		ctrs:     map[string]*ctr{},
-		names:    map[string]string{},
 		monitors: map[string]*podMonitor{},
 	}
 	s.fs = fsguard.New(s.log, 0)
@@ -166,6 +171,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	if s.records, err = store.Open[Record](filepath.Join(opts.State, "container-records"), store.Volatile); err != nil {
 		return nil, fmt.Errorf("container: %w", err)
 	}
+	s.names = reserve.New(reserve.Options{Kind: "container", Timeout: opts.CreateTimeout, Refuse: true, Logger: s.log})
 	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	if err := s.recover(ctx); err != nil {
 		s.cancel()
@@ -221,28 +227,4 @@ func (s *Service) workloads() iter.Seq2[string, *ctr] {
 
 func nameKey(podID string, md *runtimeapi.ContainerMetadata) string {
 	return fmt.Sprintf("%s/%s/%d", podID, md.GetName(), md.GetAttempt())
-}
-
-func (s *Service) reserve(key, id string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if other, ok := s.names[key]; ok {
-		return fmt.Errorf("%w: container name %q in pod is already used by container %s", ErrNameReserved, key, other)
-	}
-	s.names[key] = id
-	return nil
-}
-
-func (s *Service) unreserve(key, id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.names[key] == id {
-		delete(s.names, key)
-	}
-}
-
-func newID() string {
-	var b [32]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

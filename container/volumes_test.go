@@ -9,10 +9,12 @@ import (
 
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-runtime/berth/internal/reserve"
 )
 
 func TestHolderContainer(t *testing.T) {
-	id := newID()
+	id := reserve.NewID()
 	if holderContainer(id) != id || holderContainer(volumeHolder(id, 3)) != id || volumeHolder(id, 3) != id+".mount3" {
 		t.Fatal(holderContainer(volumeHolder(id, 3)))
 	}
