@@ -142,12 +142,12 @@ func status(err error) int {
 func (h *handler) reply(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	if err := json.NewEncoder(w).Encode(v); err != nil {
-		h.log.Warn("write answer", "err", err)
+		h.log.Warn("write answer", "error", err)
 	}
 }
 
 func (h *handler) fail(w http.ResponseWriter, r *http.Request, code int, err error) {
-	h.log.Warn("admin request failed", "path", r.URL.Path, "status", code, "err", err)
+	h.log.Warn("admin request failed", "path", r.URL.Path, "status", code, "error", err)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(errorResponse{Error: err.Error()})

@@ -156,7 +156,7 @@ func (d *hostsDir) load(dir string) *hostsFile {
 	}
 	d.files[dir] = hf
 	if hf.err != nil {
-		d.log.Warn("registry host configuration not usable", "path", hf.path, "err", hf.err)
+		d.log.Warn("registry host configuration not usable", "path", hf.path, "error", hf.err)
 	} else {
 		d.log.Info("loaded registry host configuration", "path", hf.path, "hosts", len(hf.entries)-1)
 	}

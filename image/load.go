@@ -59,7 +59,7 @@ func (s *Service) load(ctx context.Context) error {
 	for key, img := range images {
 		if err := s.restoreImage(img); err != nil {
 			// A repull repairs it; refusing to start would help nobody.
-			s.log.Warn("dropping damaged image", "image", img.ID, "err", err)
+			s.log.Warn("dropping damaged image", "image", img.ID, "error", err)
 			if err := s.imageRecs.Delete(key); err != nil {
 				return err
 			}

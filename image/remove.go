@@ -45,7 +45,7 @@ func (s *Service) Remove(ctx context.Context, name string) error {
 			continue
 		}
 		if err := s.content.remove(d); err != nil {
-			s.log.Warn("remove image blob", "image", img.ID, "err", err)
+			s.log.Warn("remove image blob", "image", img.ID, "error", err)
 		}
 	}
 	s.log.Info("removed image", "image", img.ID, "tags", img.RepoTags, "by", name)

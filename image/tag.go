@@ -128,7 +128,7 @@ func (e *recordEdit) undo(written []string) {
 		if err != nil {
 			// The next start loads what is on disk: the record may then
 			// carry the tags of the failed operation.
-			e.s.log.Error("restore image record", "image", id, "err", err)
+			e.s.log.Error("restore image record", "image", id, "error", err)
 		}
 	}
 }

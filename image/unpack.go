@@ -358,7 +358,7 @@ func (a *applier) setMeta(fd int, base string, hdr *tar.Header, isOpen bool) err
 			// Some filesystems lack some namespaces, and user.* is not
 			// allowed on symlinks or devices: the image is still usable.
 			if errors.Is(err, unix.ENOTSUP) || (errors.Is(err, unix.EPERM) && !isOpen) {
-				a.log.Warn("xattr not applied", "entry", hdr.Name, "xattr", attr, "err", err)
+				a.log.Warn("xattr not applied", "entry", hdr.Name, "xattr", attr, "error", err)
 				continue
 			}
 			return fmt.Errorf("set xattr %s: %w", attr, err)

@@ -141,28 +141,42 @@ func (s *Server) GRPCServer() *grpc.Server {
 func (s *Server) observeUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	start := time.Now()
 	resp, err := handler(ctx, req)
-	s.observe(ctx, info.FullMethod, start, err)
+	s.observe(ctx, info.FullMethod, req, start, err)
 	return resp, err
 }
 
 func (s *Server) observeStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	start := time.Now()
 	err := handler(srv, ss)
-	s.observe(ss.Context(), info.FullMethod, start, err)
+	s.observe(ss.Context(), info.FullMethod, nil, start, err)
 	return err
 }
 
-func (s *Server) observe(ctx context.Context, fullMethod string, start time.Time, err error) {
+// mutating are the RPCs that change the node: a failure of one is worth a
+// warning naming what it was about (a full disk, a plugin that fails, a
+// pod left half-made), where a failed query is the caller's business.
+var mutating = map[string]bool{
+	"RunPodSandbox": true, "StopPodSandbox": true, "RemovePodSandbox": true, "UpdatePodSandboxResources": true,
+	"CreateContainer": true, "StartContainer": true, "StopContainer": true, "RemoveContainer": true,
+	"UpdateContainerResources": true, "ReopenContainerLog": true, "CheckpointContainer": true,
+	"UpdateRuntimeConfig": true, "PullImage": true, "RemoveImage": true,
+}
+
+func (s *Server) observe(ctx context.Context, fullMethod string, req any, start time.Time, err error) {
 	elapsed := time.Since(start)
 	code := status.Code(err)
 	service, method := splitMethod(fullMethod)
 	s.metrics.observe(service, method, code, elapsed)
 
 	// Internal and Unknown mean a bug or an unmapped error: worth more than
-	// a debug line. Expected failures (NotFound, ...) stay at debug.
+	// a debug line. Other failures of calls that change the node are
+	// warnings; expected failures of queries (NotFound, ...) stay at debug.
 	level := slog.LevelDebug
-	if code == codes.Internal || code == codes.Unknown {
+	switch {
+	case code == codes.Internal || code == codes.Unknown:
 		level = slog.LevelError
+	case err != nil && mutating[method]:
+		level = slog.LevelWarn
 	}
 	if !s.log.Enabled(ctx, level) {
 		return
@@ -173,9 +187,35 @@ func (s *Server) observe(ctx context.Context, fullMethod string, start time.Time
 		slog.String("code", code.String()),
 	}
 	if err != nil {
+		attrs = append(attrs, requestAttrs(req)...)
 		attrs = append(attrs, slog.String("error", status.Convert(err).Message()))
 	}
 	s.log.LogAttrs(ctx, level, "CRI call", attrs...)
+}
+
+// requestAttrs are what a failed request was about, for its log line: the
+// pod, container or image it names.
+func requestAttrs(req any) []slog.Attr {
+	var attrs []slog.Attr
+	if r, ok := req.(interface{ GetPodSandboxId() string }); ok && r.GetPodSandboxId() != "" {
+		attrs = append(attrs, slog.String("pod", r.GetPodSandboxId()))
+	}
+	if r, ok := req.(interface{ GetContainerId() string }); ok && r.GetContainerId() != "" {
+		attrs = append(attrs, slog.String("container", r.GetContainerId()))
+	}
+	switch r := req.(type) {
+	case *runtimeapi.RunPodSandboxRequest:
+		md := r.GetConfig().GetMetadata()
+		attrs = append(attrs, slog.String("pod_name", fmt.Sprintf("%s/%s (uid %s, attempt %d)", md.GetNamespace(), md.GetName(), md.GetUid(), md.GetAttempt())))
+	case *runtimeapi.CreateContainerRequest:
+		md := r.GetConfig().GetMetadata()
+		attrs = append(attrs, slog.String("container_name", fmt.Sprintf("%s (attempt %d)", md.GetName(), md.GetAttempt())))
+	case *runtimeapi.PullImageRequest:
+		attrs = append(attrs, slog.String("image", r.GetImage().GetImage()))
+	case *runtimeapi.RemoveImageRequest:
+		attrs = append(attrs, slog.String("image", r.GetImage().GetImage()))
+	}
+	return attrs
 }
 
 // splitMethod turns "/runtime.v1.RuntimeService/Version" into

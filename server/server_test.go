@@ -202,3 +202,52 @@ func TestGRPCServer(t *testing.T) {
 		t.Errorf("no debug log of the Version call: %s", logs.String())
 	}
 }
+
+// TestFailureLogLevel: a failed call that changes the node is a warning
+// naming the object and the error (under the one key, "error"); a failed
+// query stays at debug; a success is not a warning.
+func TestFailureLogLevel(t *testing.T) {
+	full := status.Error(codes.ResourceExhausted, "container c1: write record: no space left on device")
+	tests := []struct {
+		name   string
+		method string
+		req    any
+		err    error
+		want   []string
+	}{
+		{"create fails, disk full", "/runtime.v1.RuntimeService/CreateContainer",
+			&runtimeapi.CreateContainerRequest{PodSandboxId: "pod1", Config: &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "web"}}}, full,
+			[]string{"level=WARN", "method=CreateContainer", "pod=pod1", `container_name="web (attempt 0)"`, "code=ResourceExhausted", `error="container c1: write record: no space left on device"`}},
+		{"stop container fails", "/runtime.v1.RuntimeService/StopContainer",
+			&runtimeapi.StopContainerRequest{ContainerId: "c1"}, status.Error(codes.DeadlineExceeded, "stuck"),
+			[]string{"level=WARN", "container=c1", "error=stuck"}},
+		{"run pod fails", "/runtime.v1.RuntimeService/RunPodSandbox",
+			&runtimeapi.RunPodSandboxRequest{Config: goodConfig()}, status.Error(codes.Unknown, "CNI ADD failed"),
+			[]string{"level=ERROR", `pod_name="ns/n (uid u, attempt 0)"`, `error="CNI ADD failed"`}},
+		{"pull fails", "/runtime.v1.ImageService/PullImage",
+			&runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: "busybox"}}, status.Error(codes.NotFound, "no such image"),
+			[]string{"level=WARN", "image=busybox"}},
+		{"query fails", "/runtime.v1.RuntimeService/ContainerStatus",
+			&runtimeapi.ContainerStatusRequest{ContainerId: "c1"}, status.Error(codes.NotFound, "container c1 not found"),
+			[]string{"level=DEBUG", "container=c1"}},
+		{"mutation succeeds", "/runtime.v1.RuntimeService/StopPodSandbox",
+			&runtimeapi.StopPodSandboxRequest{PodSandboxId: "pod1"}, nil,
+			[]string{"level=DEBUG", "code=OK"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, logs := newTestServer(t, nil)
+			s.observeUnary(context.Background(), tt.req, &grpc.UnaryServerInfo{FullMethod: tt.method},
+				func(context.Context, any) (any, error) { return nil, tt.err })
+			line := logs.String()
+			for _, w := range tt.want {
+				if !strings.Contains(line, w) {
+					t.Errorf("log %q lacks %s", line, w)
+				}
+			}
+			if strings.Contains(line, " err=") {
+				t.Errorf("log %q uses the key err, not error", line)
+			}
+		})
+	}
+}

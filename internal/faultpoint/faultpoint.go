@@ -8,25 +8,30 @@
 //
 // Reaching the armed step creates the file and then blocks the calling
 // goroutine forever: the rest of the daemon keeps serving, as it would
-// while one call is slow, until the test kills it.
+// while one call is slow, until the test kills it. With
+// BERTH_DEBUG_FAULT_DELAY (a Go duration) it blocks that long instead and
+// the call goes on: a slow step, for tests of deadlines and retries.
 package faultpoint
 
 import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 )
 
 // Environment variables read by FromEnv.
 const (
 	EnvPoint = "BERTH_DEBUG_FAULT_POINT"
 	EnvFile  = "BERTH_DEBUG_FAULT_FILE"
+	EnvDelay = "BERTH_DEBUG_FAULT_DELAY"
 )
 
 // Point is one armed step.
 type Point struct {
 	name   string
 	marker string
+	delay  time.Duration // 0: forever
 	log    *slog.Logger
 }
 
@@ -37,21 +42,42 @@ func FromEnv(log *slog.Logger) *Point {
 		return nil
 	}
 	p := &Point{name: name, marker: os.Getenv(EnvFile), log: log}
-	log.Warn("debug fault point armed: berth will hang when it reaches this step", "point", name, "marker", p.marker)
+	if d := os.Getenv(EnvDelay); d != "" {
+		v, err := time.ParseDuration(d)
+		if err != nil || v <= 0 {
+			log.Error("debug fault delay ignored: not a positive duration", "value", d, "error", err)
+		} else {
+			p.delay = v
+		}
+	}
+	if p.delay > 0 {
+		log.Warn("debug fault point armed: berth will wait when it reaches this step", "point", name, "marker", p.marker, "delay", p.delay)
+	} else {
+		log.Warn("debug fault point armed: berth will hang when it reaches this step", "point", name, "marker", p.marker)
+	}
 	return p
 }
 
-// Hit blocks forever if p is armed at step name; object is the id of
-// what the call works on, for the log. Otherwise it returns at once.
+// Hit blocks forever (or for the delay) if p is armed at step name; object
+// is the id of what the call works on, for the log. Otherwise it returns
+// at once.
 func (p *Point) Hit(name, object string) {
 	if p == nil || p.name != name {
 		return
 	}
-	p.log.Warn("debug fault point reached: hanging until killed", "point", name, "object", object)
+	if p.delay > 0 {
+		p.log.Warn("debug fault point reached: waiting", "point", name, "object", object, "delay", p.delay)
+	} else {
+		p.log.Warn("debug fault point reached: hanging until killed", "point", name, "object", object)
+	}
 	if p.marker != "" {
 		if err := os.WriteFile(p.marker, []byte(fmt.Sprintf("%s %s\n", name, object)), 0o644); err != nil {
-			p.log.Error("write fault point marker", "point", name, "file", p.marker, "err", err)
+			p.log.Error("write fault point marker", "point", name, "file", p.marker, "error", err)
 		}
+	}
+	if p.delay > 0 {
+		time.Sleep(p.delay)
+		return
 	}
 	select {}
 }

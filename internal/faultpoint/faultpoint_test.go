@@ -64,3 +64,23 @@ func TestAllNamesAreDistinct(t *testing.T) {
 		seen[n] = true
 	}
 }
+
+func TestDelayWaitsThenReturns(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "reached")
+	t.Setenv(EnvPoint, CreateRootfs)
+	t.Setenv(EnvFile, marker)
+	t.Setenv(EnvDelay, "50ms")
+	p := FromEnv(slog.Default())
+	start := time.Now()
+	p.Hit(CreateRootfs, "c1")
+	if took := time.Since(start); took < 50*time.Millisecond {
+		t.Errorf("armed step with a delay returned after %s", took)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Errorf("no marker: %v", err)
+	}
+	t.Setenv(EnvDelay, "soon")
+	if p := FromEnv(slog.Default()); p.delay != 0 {
+		t.Errorf("a delay that does not parse gave %s, want the hang", p.delay)
+	}
+}
