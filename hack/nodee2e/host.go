@@ -1,0 +1,481 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// lockPath is test/kubelet's machine-wide lock: the suite's kubelet uses
+// /var/lib/kubelet, fixed ports and the kernel settings every kubelet writes.
+const lockPath = "/run/berth-kubelet-test.lock"
+
+func takeLock(ctx context.Context, log *slog.Logger) (func(), error) {
+	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	logged := false
+	for deadline := time.Now().Add(30 * time.Minute); ; {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if err != unix.EWOULDBLOCK || time.Now().After(deadline) || ctx.Err() != nil {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", lockPath, err)
+		}
+		if !logged {
+			log.Info("another kubelet test holds the lock: waiting", "lock", lockPath)
+			logged = true
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// Ports the suite's kubelet (healthz, server, read-only) and API server
+// bind, fixed in the suite.
+var suitePorts = []int{10248, 10250, 10255, 6443}
+
+func checkPorts() error {
+	for _, p := range suitePorts {
+		l, err := net.Listen("tcp", ":"+strconv.Itoa(p))
+		if err != nil {
+			return fmt.Errorf("port %d, which the suite's kubelet or API server binds, is taken: %w", p, err)
+		}
+		l.Close()
+	}
+	return nil
+}
+
+// The node IP: the kubelet refuses a loopback one (this host's name
+// resolves to 127.0.0.1), so it is on an empty bridge of this run's own.
+const (
+	netPrefix = "10.219."
+	nodeLink  = "berth-e2e-node"
+	nodeAddr  = "10.219.255.1"
+)
+
+func makeNodeIP(log *slog.Logger) (string, error) {
+	for _, l := range []string{nodeLink, berthBridge} {
+		if _, err := net.InterfaceByName(l); err == nil {
+			log.Warn("a previous run's link exists: deleting it", "link", l)
+			exec.Command("ip", "link", "del", l).Run()
+		}
+	}
+	if err := netFree(); err != nil {
+		return "", err
+	}
+	for _, args := range [][]string{
+		{"link", "add", nodeLink, "type", "bridge"},
+		{"addr", "add", nodeAddr + "/32", "dev", nodeLink},
+		{"link", "set", nodeLink, "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	return nodeAddr, nil
+}
+
+// netFree fails if an address or route of the host is in 10.219.0.0/16,
+// the node IP's and the pod network's range.
+func netFree() error {
+	for _, args := range [][]string{{"-o", "-4", "addr"}, {"-4", "route", "show", "table", "all"}} {
+		out, err := exec.Command("ip", args...).Output()
+		if err != nil {
+			return fmt.Errorf("ip %s: %w", strings.Join(args, " "), err)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.Contains(line, " "+netPrefix) || strings.HasPrefix(line, netPrefix) {
+				return fmt.Errorf("10.219.0.0/16 is in use on this host (%s): is another run up?", line)
+			}
+		}
+	}
+	return nil
+}
+
+// The kernel settings the kubelet's container manager writes.
+var kubeletSysctls = []string{
+	"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
+	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
+}
+
+// Host paths the suite's kubelet writes: its root dir (fixed by the suite),
+// the pod log dir and the legacy container log links.
+var kubeletHostDirs = []string{"/var/lib/kubelet", "/var/log/pods", "/var/log/containers"}
+
+// Top-level cgroups the kubelet makes with cgroupRoot "/" (kubepods, the
+// suite's --kubelet-cgroups /kubelet); only these names are removed, others
+// may be another test's.
+var kubeletCgroups = []string{"kubepods", "kubelet", "system"}
+
+var iptablesTables = []string{"filter", "nat", "mangle"}
+
+type hostState struct {
+	sysctls     map[string]string
+	chains      map[string]bool // "iptables/nat/KUBE-X"
+	entries     map[string]bool // every path under kubeletHostDirs
+	cgroups     map[string]bool // /sys/fs/cgroup/<h>/<name> of kubeletCgroups
+	mounts      map[string]bool // mount points under kubeletHostDirs
+	links       []string        // interfaces of this run, deleted at the end
+	natPrefixes []string        // pod subnet prefixes: nat rules naming them are leaks
+}
+
+func snapshotHost() (*hostState, error) {
+	s := &hostState{sysctls: map[string]string{}, chains: map[string]bool{}, entries: map[string]bool{}, cgroups: map[string]bool{}, mounts: map[string]bool{}}
+	for _, m := range mountsUnder(kubeletHostDirs) {
+		s.mounts[m] = true
+	}
+	for _, k := range kubeletSysctls {
+		b, err := os.ReadFile("/proc/sys/" + k)
+		if err != nil {
+			return nil, fmt.Errorf("read sysctl: %w", err)
+		}
+		s.sysctls[k] = strings.TrimSpace(string(b))
+	}
+	for _, c := range kubeChains() {
+		s.chains[c] = true
+	}
+	for p := range walkHostDirs() {
+		s.entries[p] = true
+	}
+	for _, d := range kubeletCgroupDirs() {
+		s.cgroups[d] = true
+	}
+	return s, nil
+}
+
+func walkHostDirs() map[string]bool {
+	m := map[string]bool{}
+	for _, dir := range kubeletHostDirs {
+		filepath.WalkDir(dir, func(p string, _ os.DirEntry, err error) error {
+			if err == nil {
+				m[p] = true
+			}
+			return nil
+		})
+	}
+	return m
+}
+
+func kubeletCgroupDirs() []string {
+	var out []string
+	for _, name := range kubeletCgroups {
+		dirs, _ := filepath.Glob("/sys/fs/cgroup/*/" + name)
+		out = append(out, dirs...)
+		if st, err := os.Stat("/sys/fs/cgroup/" + name); err == nil && st.IsDir() {
+			out = append(out, "/sys/fs/cgroup/"+name)
+		}
+	}
+	return out
+}
+
+func kubeChains() []string {
+	var out []string
+	for _, bin := range []string{"iptables", "ip6tables"} {
+		for _, table := range iptablesTables {
+			rules, err := exec.Command(bin, "-w", "-t", table, "-S").Output()
+			if err != nil {
+				continue
+			}
+			for _, line := range strings.Split(string(rules), "\n") {
+				if c, ok := strings.CutPrefix(line, "-N "); ok && strings.HasPrefix(c, "KUBE-") {
+					out = append(out, bin+"/"+table+"/"+c)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// restore undoes what the run changed and returns how many things were
+// left that should not have been (what the kubelet always leaves, its
+// sysctls, chains and dirs, is undone without counting). Every step runs.
+func (s *hostState) restore(log *slog.Logger, work, kubelet string) int {
+	leaks := 0
+	leak := func(msg string, args ...any) { log.Error("LEAK: "+msg, args...); leaks++ }
+
+	// Processes of this run: the runtime's (their command lines name the
+	// work dir) and the suite's kubelet if still up.
+	for _, pid := range procsNaming(work, kubelet) {
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		leak("process left: killed", "pid", pid, "cmdline", strings.ReplaceAll(strings.TrimSpace(string(cmd)), "\x00", " "))
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	// Mounts under the kubelet's dirs and the work dir (volumes, pod rootfs),
+	// deepest first. The kubelet's bind mount of its root dir onto itself
+	// (made shared for mount propagation) it never undoes: not counted.
+	for _, m := range mountsUnder(append(slices.Clone(kubeletHostDirs), work)) {
+		if s.mounts[m] {
+			continue
+		}
+		if m != "/var/lib/kubelet" {
+			leak("mount left: unmounted", "path", m)
+		}
+		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil {
+			leak("could not unmount", "path", m, "err", err)
+		}
+	}
+	for k, v := range s.sysctls {
+		b, _ := os.ReadFile("/proc/sys/" + k)
+		if strings.TrimSpace(string(b)) != v {
+			if err := os.WriteFile("/proc/sys/"+k, []byte(v), 0o644); err != nil {
+				leak("sysctl not restored", "key", k, "value", v, "err", err)
+			}
+		}
+	}
+	for _, c := range kubeChains() {
+		if !s.chains[c] {
+			deleteChain(log, c)
+		}
+	}
+	var created []string
+	for p := range walkHostDirs() {
+		if !s.entries[p] {
+			created = append(created, p)
+		}
+	}
+	slices.SortFunc(created, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
+	for _, p := range created {
+		if err := os.RemoveAll(p); err != nil {
+			leak("could not remove", "path", p, "err", err)
+		}
+	}
+	for _, d := range kubeletCgroupDirs() {
+		if !s.cgroups[d] {
+			leaks += removeCgroupTree(log, d)
+		}
+	}
+	for _, prefix := range s.natPrefixes {
+		for _, r := range deleteNATRulesNaming(log, prefix) {
+			leak("iptables rule naming the pod subnet left: deleted", "rule", r)
+		}
+	}
+	for _, l := range s.links {
+		if _, err := net.InterfaceByName(l); err == nil {
+			if out, err := exec.Command("ip", "link", "del", l).CombinedOutput(); err != nil {
+				leak("could not delete link", "link", l, "err", err, "out", string(out))
+			}
+		}
+	}
+	if len(mountsUnder([]string{work})) == 0 {
+		os.RemoveAll(work)
+	} else {
+		leak("mounts remain under the work dir: kept", "dir", work)
+	}
+	return leaks
+}
+
+// procsNaming lists processes whose command line contains work, and the
+// kubelet binary given running on the suite's root dir (the lock is held:
+// no other test runs that one there; a kind node's kubelet is another binary).
+func procsNaming(work, kubelet string) []int {
+	var pids []int
+	self := os.Getpid()
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil || len(cmd) == 0 {
+			continue
+		}
+		argv0, _, _ := strings.Cut(string(cmd), "\x00")
+		if strings.Contains(string(cmd), work) || argv0 == kubelet && strings.Contains(string(cmd), "\x00--root-dir\x00/var/lib/kubelet\x00") {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// mountsUnder lists mount points at or under any of dirs, deepest first.
+func mountsUnder(dirs []string) []string {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		mp := unescapeMount(fields[4])
+		for _, d := range dirs {
+			if mp == d || strings.HasPrefix(mp, d+"/") {
+				out = append(out, mp)
+				break
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
+	return slices.Compact(out)
+}
+
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// deleteChain removes "binary/table/chain": the rules of other chains that
+// jump to it, its own rules, then the chain.
+func deleteChain(log *slog.Logger, c string) {
+	parts := strings.SplitN(c, "/", 3)
+	bin, table, chain := parts[0], parts[1], parts[2]
+	rules, err := exec.Command(bin, "-w", "-t", table, "-S").Output()
+	if err != nil {
+		log.Error("list rules", "bin", bin, "table", table, "err", err)
+		return
+	}
+	for _, line := range strings.Split(string(rules), "\n") {
+		if !strings.HasPrefix(line, "-A ") || !strings.HasSuffix(line, " -j "+chain) && !strings.Contains(line, " -j "+chain+" ") {
+			continue
+		}
+		args := splitRule(line)
+		args[0] = "-D"
+		if out, err := exec.Command(bin, append([]string{"-w", "-t", table}, args...)...).CombinedOutput(); err != nil {
+			log.Error("delete rule", "bin", bin, "table", table, "rule", line, "err", err, "out", string(out))
+		}
+	}
+	for _, op := range []string{"-F", "-X"} {
+		if out, err := exec.Command(bin, "-w", "-t", table, op, chain).CombinedOutput(); err != nil {
+			log.Error("delete chain", "chain", c, "op", op, "err", err, "out", string(out))
+		}
+	}
+}
+
+// splitRule splits an iptables -S line into words, honouring the double
+// quotes iptables puts around comments.
+func splitRule(line string) []string {
+	var out []string
+	var cur strings.Builder
+	quoted, in := false, false
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case c == '\\' && quoted && i+1 < len(line):
+			i++
+			cur.WriteByte(line[i])
+		case c == '"':
+			quoted, in = !quoted, true
+		case c == ' ' && !quoted:
+			if in {
+				out = append(out, cur.String())
+				cur.Reset()
+				in = false
+			}
+		default:
+			cur.WriteByte(c)
+			in = true
+		}
+	}
+	if in {
+		out = append(out, cur.String())
+	}
+	return out
+}
+
+// deleteNATRulesNaming deletes the nat rules that mention prefix (the
+// bridge plugin's masquerade rules of pods never torn down), with the
+// per-pod CNI-* chains they jump to, and returns the rules.
+func deleteNATRulesNaming(log *slog.Logger, prefix string) []string {
+	out, _ := exec.Command("iptables", "-w", "-t", "nat", "-S").Output()
+	var rules []string
+	chains := map[string]bool{}
+	perPod := func(c string) bool { return strings.HasPrefix(c, "CNI-") && !strings.HasPrefix(c, "CNI-HOSTPORT") }
+	for _, line := range strings.Split(string(out), "\n") {
+		if !strings.HasPrefix(line, "-A ") || !strings.Contains(line, prefix) {
+			continue
+		}
+		rules = append(rules, line)
+		args := splitRule(line)
+		if len(args) < 2 {
+			continue
+		}
+		if perPod(args[1]) {
+			chains[args[1]] = true
+			continue
+		}
+		for i, a := range args {
+			if a == "-j" && i+1 < len(args) && perPod(args[i+1]) {
+				chains[args[i+1]] = true
+			}
+		}
+		args[0] = "-D"
+		if out, err := exec.Command("iptables", append([]string{"-w", "-t", "nat"}, args...)...).CombinedOutput(); err != nil {
+			log.Error("delete nat rule", "rule", line, "err", err, "out", string(out))
+		}
+	}
+	for c := range chains {
+		exec.Command("iptables", "-w", "-t", "nat", "-F", c).Run()
+		exec.Command("iptables", "-w", "-t", "nat", "-X", c).Run()
+	}
+	return rules
+}
+
+// removeCgroupTree kills what still runs in the cgroup tree dir (counted:
+// the pods should be gone) and removes it, children first.
+func removeCgroupTree(log *slog.Logger, dir string) int {
+	leaks := 0
+	var tree []string
+	filepath.WalkDir(dir, func(p string, de os.DirEntry, err error) error {
+		if err != nil || !de.IsDir() {
+			return nil
+		}
+		tree = append(tree, p)
+		data, _ := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+		for _, f := range strings.Fields(string(data)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+				log.Error("LEAK: process still in a kubelet cgroup: killed", "pid", pid, "cgroup", p, "cmdline", strings.ReplaceAll(string(cmd), "\x00", " "))
+				leaks++
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		return nil
+	})
+	slices.Reverse(tree)
+	for _, p := range tree {
+		var err error
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			if err = os.Remove(p); err == nil || os.IsNotExist(err) || time.Now().After(deadline) {
+				break
+			}
+		}
+		if err != nil && !os.IsNotExist(err) {
+			log.Error("LEAK: could not remove cgroup", "cgroup", p, "err", err)
+			leaks++
+		}
+	}
+	return leaks
+}

@@ -1,0 +1,322 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// suiteEnv is what a real run needs (nil for --dry-run).
+type suiteEnv struct {
+	work, endpoint, nodeIP string
+}
+
+// Commands hidden from the suite: with systemd-run on PATH it starts the
+// kubelet as a transient unit, and PID 1 here is not systemd.
+var hiddenCommands = map[string]bool{"systemd-run": true, "journalctl": true, "systemctl": true}
+
+// pathDir makes a directory of links to every command of $PATH but the
+// hidden ones, to be the suite's whole PATH.
+func pathDir(work string) (string, error) {
+	dir := filepath.Join(work, "path")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
+		entries, err := os.ReadDir(d)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			if hiddenCommands[e.Name()] {
+				continue
+			}
+			link := filepath.Join(dir, e.Name())
+			if _, err := os.Lstat(link); err == nil { // earlier PATH entries win
+				continue
+			}
+			os.Symlink(filepath.Join(d, e.Name()), link)
+		}
+	}
+	return dir, nil
+}
+
+// kubeletConfig is upstream's test/e2e_node/jenkins/default-kubelet-config.yaml
+// plus what this host needs: it is cgroup v1 (hybrid), and swap is off but
+// say so.
+func kubeletConfig(podCIDR string) map[string]any {
+	return map[string]any{
+		"apiVersion":                       "kubelet.config.k8s.io/v1beta1",
+		"kind":                             "KubeletConfiguration",
+		"cgroupDriver":                     "cgroupfs",
+		"cgroupRoot":                       "/",
+		"podCIDR":                          podCIDR,
+		"volumeStatsAggPeriod":             "10s",
+		"fileCheckFrequency":               "10s",
+		"evictionPressureTransitionPeriod": "30s",
+		"evictionHard": map[string]string{
+			"memory.available": "250Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%",
+		},
+		"evictionMinimumReclaim": map[string]string{"nodefs.available": "5%", "nodefs.inodesFree": "5%"},
+		"serializeImagePulls":    false,
+		"failCgroupV1":           false,
+		"failSwapOn":             false,
+	}
+}
+
+// kubeletFlags are added to the suite's kubelet command line (they win
+// over its config). --system-cgroups: the suite sets /system on hosts
+// without systemd, and the kubelet then moves every process of the root
+// cgroup, the whole shared machine, into it.
+func kubeletFlags(nodeIP string) []string {
+	return []string{"--node-ip=" + nodeIP, "--cluster-domain=cluster.local", "--system-cgroups="}
+}
+
+type result struct {
+	passed, failed, skipped, notSelected int
+	bySkipList                           map[string]int
+	failures                             []string
+	skips                                []string
+	selected                             []string
+	exitErr                              error
+	report                               string
+}
+
+func runSuite(ctx context.Context, log *slog.Logger, o options, skips []skipEntry, env *suiteEnv) (*result, error) {
+	focus := []string(o.focus)
+	if len(focus) == 0 {
+		focus = []string{defaultFocus}
+	}
+	skip := append([]string(nil), o.skip...)
+	if !o.noDefault {
+		skip = append(skip, defaultSkip)
+	}
+	args := []string{
+		"--nodes", fmt.Sprint(o.nodes), "--timeout", o.timeout.String(), "--no-color", "-v",
+		"--output-dir", o.out, "--json-report", "report.json", "--junit-report", "junit.xml",
+	}
+	if o.dryRun { // ginkgo dry-runs in one process only
+		args[1] = "1"
+		args = append(args, "--dry-run")
+	}
+	for _, f := range focus {
+		args = append(args, "--focus", f)
+	}
+	for _, s := range skip {
+		args = append(args, "--skip", s)
+	}
+	for _, s := range skips {
+		args = append(args, "--skip", s.re)
+	}
+	args = append(args, filepath.Join(o.binDir, "e2e_node.test"), "--")
+	logPath := filepath.Join(o.out, "ginkgo.log")
+	cmd := exec.CommandContext(ctx, filepath.Join(o.binDir, "ginkgo"))
+	if env != nil {
+		path, err := pathDir(env.work)
+		if err != nil {
+			return nil, err
+		}
+		hostname, _ := os.Hostname()
+		cfg, _ := json.MarshalIndent(kubeletConfig(berthSubnet), "", "  ")
+		cfgPath := filepath.Join(env.work, "kubelet-base.yaml")
+		if err := os.WriteFile(cfgPath, cfg, 0o644); err != nil {
+			return nil, err
+		}
+		os.WriteFile(filepath.Join(o.out, "kubelet-base.yaml"), cfg, 0o644)
+		args = append(args,
+			"--container-runtime-endpoint="+env.endpoint,
+			"--image-service-endpoint="+env.endpoint,
+			"--prepull-images=false",
+			"--node-name="+hostname,
+			"--kubelet-config-file="+cfgPath,
+			"--kubelet-flags="+strings.Join(kubeletFlags(env.nodeIP), " "),
+			"--dns-domain=cluster.local",
+			"--report-dir="+o.out,
+		)
+		cmd.Dir = env.work
+		cmd.Env = append(os.Environ(), "PATH="+path)
+	} else {
+		cmd.Dir = o.out
+	}
+	args = append(args, o.testArgs...)
+	cmd.Args = append(cmd.Args, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// On interruption the whole process group (ginkgo and its test
+	// processes, which stop the kubelet) gets SIGTERM, not SIGKILL.
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	cmd.WaitDelay = 2 * time.Minute
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	fmt.Fprintf(logf, "%s\n\n", strings.Join(cmd.Args, " "))
+	var w io.Writer = logf
+	if o.verbose {
+		w = io.MultiWriter(logf, os.Stdout)
+	}
+	cmd.Stdout, cmd.Stderr = w, w
+	log.Info("running the suite", "nodes", o.nodes, "focus", focus, "skip", skip, "skip-list", len(skips), "log", logPath)
+	runErr := cmd.Run()
+	res, err := readReport(filepath.Join(o.out, "report.json"), focus, skip, skips)
+	if err != nil {
+		return nil, fmt.Errorf("the suite wrote no report (%v); see %s: %w", runErr, logPath, err)
+	}
+	res.exitErr = runErr
+	return res, nil
+}
+
+// The parts of ginkgo's JSON report (types.Report) read here.
+type ginkgoReport struct {
+	SuiteSucceeded bool
+	SpecReports    []struct {
+		ContainerHierarchyTexts []string
+		LeafNodeType            string
+		LeafNodeText            string
+		State                   string
+		RunTime                 time.Duration
+		Failure                 struct {
+			Message  string
+			Location struct {
+				FileName   string
+				LineNumber int
+			}
+			FailureNodeType string
+		}
+	}
+}
+
+func readReport(path string, focus, skip []string, skips []skipEntry) (*result, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var reports []ginkgoReport
+	if err := json.Unmarshal(data, &reports); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	match := func(res []string, s string) bool {
+		for _, r := range res {
+			if ok, _ := regexp.MatchString(r, s); ok {
+				return true
+			}
+		}
+		return false
+	}
+	res := &result{bySkipList: map[string]int{}, report: path}
+	for _, r := range reports {
+		for _, s := range r.SpecReports {
+			text := strings.TrimSpace(strings.Join(append(append([]string(nil), s.ContainerHierarchyTexts...), s.LeafNodeText), " "))
+			if s.LeafNodeType != "It" {
+				if s.State != "passed" && s.State != "skipped" {
+					res.failed++
+					res.failures = append(res.failures, fmt.Sprintf("%s [%s]: %s", s.LeafNodeType, s.State, firstLine(s.Failure.Message)))
+				}
+				continue
+			}
+			switch {
+			case s.State == "passed":
+				res.passed++
+				res.selected = append(res.selected, text)
+			case s.State == "skipped" && s.Failure.Message == "":
+				res.notSelected++
+				if match(focus, text) && !match(skip, text) {
+					for _, e := range skips {
+						if ok, _ := regexp.MatchString(e.re, text); ok {
+							res.bySkipList[e.re]++
+							break
+						}
+					}
+				}
+			case s.State == "skipped" || s.State == "pending":
+				res.skipped++
+				res.skips = append(res.skips, fmt.Sprintf("%s: %s", text, firstLine(s.Failure.Message)))
+			default:
+				res.failed++
+				res.failures = append(res.failures, fmt.Sprintf("%s [%s] (%s:%d, %.0fs): %s", text, s.State,
+					filepath.Base(s.Failure.Location.FileName), s.Failure.Location.LineNumber, s.RunTime.Seconds(), firstLine(s.Failure.Message)))
+			}
+		}
+	}
+	sort.Strings(res.failures)
+	sort.Strings(res.skips)
+	return res, nil
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
+}
+
+func (r *result) print(w io.Writer, took time.Duration) {
+	for _, s := range r.skips {
+		fmt.Fprintf(w, "  [SKIPPED] %s\n", s)
+	}
+	for _, f := range r.failures {
+		fmt.Fprintf(w, "  [FAILED] %s\n", f)
+	}
+	listed := 0
+	for _, n := range r.bySkipList {
+		listed += n
+	}
+	fmt.Fprintf(w, "%d passed, %d failed, %d skipped (%d not selected, %d of them by the skip list) in %s; report %s\n",
+		r.passed, r.failed, r.skipped, r.notSelected, listed, took.Round(time.Second), r.report)
+	if r.exitErr != nil && r.failed == 0 {
+		fmt.Fprintf(w, "ginkgo: %v\n", r.exitErr)
+	}
+}
+
+// skipEntry is one regex of the checked-in skip list, with its reason.
+type skipEntry struct{ re, reason string }
+
+// readSkipList reads one regex a line, each right after the comment lines
+// (#) giving its reason; an entry without a reason is an error.
+func readSkipList(path string) ([]skipEntry, error) {
+	if path == "" {
+		return nil, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("skip list: %w", err)
+	}
+	defer f.Close()
+	var out []skipEntry
+	var reason []string
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case line == "":
+			reason = nil
+		case strings.HasPrefix(line, "#"):
+			reason = append(reason, strings.TrimSpace(strings.TrimPrefix(line, "#")))
+		default:
+			if len(reason) == 0 {
+				return nil, fmt.Errorf("%s:%d: entry %q has no reason (a # comment line right above it)", path, n, line)
+			}
+			if _, err := regexp.Compile(line); err != nil {
+				return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+			}
+			out = append(out, skipEntry{re: line, reason: strings.Join(reason, " ")})
+			reason = nil
+		}
+	}
+	return out, sc.Err()
+}
