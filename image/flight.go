@@ -9,14 +9,16 @@ import (
 // asking for the same key wait for it, so that concurrent pulls sharing a
 // layer download it once. Unlike x/sync/singleflight, the work runs on its
 // own context, which is cancelled only when every waiter has given up: one
-// caller's cancelled pull does not fail the others.
-type flights struct {
+// caller's cancelled pull does not fail the others. T is what the work
+// answers every waiter (an image ID for whole pulls).
+type flights[T any] struct {
 	mu sync.Mutex
-	m  map[string]*flight
+	m  map[string]*flight[T]
 }
 
-type flight struct {
+type flight[T any] struct {
 	done    chan struct{}
+	val     T
 	err     error
 	waiters int
 	cancel  context.CancelCauseFunc
@@ -24,23 +26,23 @@ type flight struct {
 
 // do runs fn for key unless a run is already in progress, and waits for
 // the run's result or for ctx to end.
-func (g *flights) do(ctx context.Context, key string, fn func(context.Context) error) error {
+func (g *flights[T]) do(ctx context.Context, key string, fn func(context.Context) (T, error)) (T, error) {
 	g.mu.Lock()
 	if g.m == nil {
-		g.m = map[string]*flight{}
+		g.m = map[string]*flight[T]{}
 	}
 	f, ok := g.m[key]
 	if !ok {
 		fctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-		f = &flight{done: make(chan struct{}), cancel: cancel}
+		f = &flight[T]{done: make(chan struct{}), cancel: cancel}
 		g.m[key] = f
 		go func() {
-			err := fn(fctx)
+			val, err := fn(fctx)
 			g.mu.Lock()
 			if g.m[key] == f {
 				delete(g.m, key)
 			}
-			f.err = err
+			f.val, f.err = val, err
 			g.mu.Unlock()
 			cancel(nil)
 			close(f.done)
@@ -51,7 +53,7 @@ func (g *flights) do(ctx context.Context, key string, fn func(context.Context) e
 
 	select {
 	case <-f.done:
-		return f.err
+		return f.val, f.err
 	case <-ctx.Done():
 		g.mu.Lock()
 		f.waiters--
@@ -70,6 +72,13 @@ func (g *flights) do(ctx context.Context, key string, fn func(context.Context) e
 			// when the caller's failure is reported, its debris is gone.
 			<-f.done
 		}
-		return context.Cause(ctx)
+		var zero T
+		return zero, context.Cause(ctx)
 	}
+}
+
+// doErr is do for work that answers nothing but its error.
+func doErr(ctx context.Context, g *flights[struct{}], key string, fn func(context.Context) error) error {
+	_, err := g.do(ctx, key, func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) })
+	return err
 }

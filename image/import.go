@@ -440,7 +440,7 @@ func (s *Service) unpackImported(ctx context.Context, a *archive, plans []*impor
 			}
 			seen[l.ChainID] = true
 			g.Go(func() error {
-				err := s.flights.do(gctx, l.ChainID, func(ctx context.Context) error {
+				err := doErr(gctx, &s.flights, l.ChainID, func(ctx context.Context) error {
 					if s.hasLayer(l.ChainID) {
 						return nil
 					}

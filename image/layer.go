@@ -47,7 +47,7 @@ func (s *Service) hasLayer(chainID string) bool {
 // fetchLayer makes sure layer l is unpacked in the store. Concurrent
 // callers for the same layer share one download.
 func (s *Service) fetchLayer(ctx context.Context, puller *remote.Puller, repo name.Repository, l layerRef) error {
-	return s.flights.do(ctx, l.ChainID, func(ctx context.Context) error {
+	return doErr(ctx, &s.flights, l.ChainID, func(ctx context.Context) error {
 		if s.hasLayer(l.ChainID) {
 			return nil
 		}

@@ -31,11 +31,26 @@ var retryBackoff = remote.Backoff{Duration: 250 * time.Millisecond, Factor: 2, J
 // config digest). The image's mirrors are tried in order, then its
 // registry. A pull either stores the whole image or, on any failure,
 // nothing: layers it unpacked are collected again.
+//
+// Concurrent pulls of one reference with the same credentials share one
+// run: one manifest resolution, one download. A caller that gives up
+// leaves the run to the others; it is cancelled when all have.
 func (s *Service) Pull(ctx context.Context, refStr string, auth *AuthConfig) (string, error) {
 	ref, err := ParseReference(refStr)
 	if err != nil {
 		return "", err
 	}
+	id, err := s.pulls.do(ctx, ref.String()+"\x00"+auth.fingerprint(), func(ctx context.Context) (string, error) {
+		return s.pull(ctx, ref, auth)
+	})
+	if err != nil && ctx.Err() != nil {
+		return "", fmt.Errorf("pull %s: %w", ref, context.Cause(ctx))
+	}
+	return id, err
+}
+
+// pull is one run of Pull.
+func (s *Service) pull(ctx context.Context, ref Reference, auth *AuthConfig) (string, error) {
 	// Layers unpacked from an endpoint that then failed stay pinned until
 	// the pull ends, so that the next endpoint reuses them.
 	var pinned []string

@@ -1,6 +1,8 @@
 package image
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net"
@@ -37,6 +39,20 @@ type AuthConfig struct {
 	ServerAddress string
 	IdentityToken string
 	RegistryToken string
+}
+
+// fingerprint tells credentials apart without keeping them in a map key:
+// pulls share a run only when they would send the same credentials.
+func (a *AuthConfig) fingerprint() string {
+	if a.empty() {
+		return ""
+	}
+	h := sha256.New()
+	for _, f := range []string{a.Username, a.Password, a.Auth, a.ServerAddress, a.IdentityToken, a.RegistryToken} {
+		h.Write([]byte(f))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 func (a *AuthConfig) empty() bool {

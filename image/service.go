@@ -70,7 +70,8 @@ type Service struct {
 
 	secure, insecure http.RoundTripper // stall-guarded connection pools
 	downloads        chan struct{}     // semaphore over layer downloads
-	flights          flights
+	flights          flights[struct{}] // layer downloads and unpacks, by chain ID
+	pulls            flights[string]   // whole pulls, by reference and credentials
 
 	content    *contentStore
 	imageRecs  *store.Records[imageRecord]

@@ -19,6 +19,7 @@ type proxy struct {
 	mu       sync.Mutex
 	requests int
 	blobGets map[string]int // digest → GETs
+	manGets  map[string]int // manifest path (tag or digest) → GETs
 	failWith int            // answer everything with this status
 	cutAfter int64          // die once this many blob bytes have been sent in all
 	sent     int64
@@ -27,7 +28,7 @@ type proxy struct {
 
 func newProxy(t *testing.T, upstream string) *proxy {
 	t.Helper()
-	p := &proxy{blobGets: map[string]int{}}
+	p := &proxy{blobGets: map[string]int{}, manGets: map[string]int{}}
 	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { p.serve(w, r, upstream) }))
 	t.Cleanup(p.srv.Close)
 	p.Host = strings.TrimPrefix(p.srv.URL, "http://")
@@ -40,6 +41,9 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, upstream string) {
 	blob := r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/")
 	if blob {
 		p.blobGets[r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]]++
+	}
+	if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/manifests/") {
+		p.manGets[r.URL.Path]++
 	}
 	failWith, cutAfter, dead := p.failWith, p.cutAfter, p.dead
 	p.mu.Unlock()
@@ -101,6 +105,16 @@ func (p *proxy) stats() (requests int, blobGets map[string]int) {
 		gets[k] = v
 	}
 	return p.requests, gets
+}
+
+func (p *proxy) manifestGets() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	gets := make(map[string]int, len(p.manGets))
+	for k, v := range p.manGets {
+		gets[k] = v
+	}
+	return gets
 }
 
 func (p *proxy) set(f func(p *proxy)) {
