@@ -209,7 +209,12 @@ func (s *hostState) restore(log *slog.Logger, work, kubelet string) int {
 	leak := func(msg string, args ...any) { log.Error("LEAK: "+msg, args...); leaks++ }
 
 	// Processes of this run: the runtime's (their command lines name the
-	// work dir) and the suite's kubelet if still up.
+	// work dir) and the suite's kubelet if still up. The suite's services
+	// process stops the kubelet and exits a few seconds after its parent
+	// test process: give it that.
+	for deadline := time.Now().Add(15 * time.Second); len(procsNaming(work, kubelet)) > 0 && time.Now().Before(deadline); {
+		time.Sleep(200 * time.Millisecond)
+	}
 	for _, pid := range procsNaming(work, kubelet) {
 		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		leak("process left: killed", "pid", pid, "cmdline", strings.ReplaceAll(strings.TrimSpace(string(cmd)), "\x00", " "))

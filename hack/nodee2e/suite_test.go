@@ -1,0 +1,80 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestReadSkipList(t *testing.T) {
+	for _, tc := range []struct {
+		name, text string
+		want       []skipEntry
+		err        string
+	}{
+		{name: "empty", text: "# header only\n"},
+		{
+			name: "entries with reasons",
+			text: "# header\n\n# needs a GPU\n# (none here)\nGPU\n# no AppArmor\nAppArmor.*enforce\n",
+			want: []skipEntry{{re: "GPU", reason: "needs a GPU (none here)"}, {re: "AppArmor.*enforce", reason: "no AppArmor"}},
+		},
+		{name: "entry without reason", text: "# reason\nA\nB\n", err: `entry "B" has no reason`},
+		{name: "reason cut by a blank line", text: "# reason\n\nA\n", err: `entry "A" has no reason`},
+		{name: "bad regex", text: "# reason\na(b\n", err: "missing closing )"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "skip.txt")
+			os.WriteFile(p, []byte(tc.text), 0o644)
+			got, err := readSkipList(p)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want one containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Errorf("entry %d = %v, want %v", i, got[i], tc.want[i])
+				}
+			}
+		})
+	}
+}
+
+func TestReadReport(t *testing.T) {
+	// The shape of ginkgo v2's JSON report, cut down to what is read.
+	const report = `[{"SuiteSucceeded": false, "SpecReports": [
+	 {"LeafNodeType": "SynchronizedBeforeSuite", "State": "passed"},
+	 {"ContainerHierarchyTexts": ["[sig-node] Pods"], "LeafNodeText": "should get a host IP [NodeConformance]", "LeafNodeType": "It", "State": "passed"},
+	 {"ContainerHierarchyTexts": ["[sig-node] Probing"], "LeafNodeText": "should restart [NodeConformance]", "LeafNodeType": "It", "State": "failed",
+	  "RunTime": 3000000000, "Failure": {"Message": "timed out\nmore", "Location": {"FileName": "/x/probe.go", "LineNumber": 7}}},
+	 {"ContainerHierarchyTexts": ["[sig-node] GPU"], "LeafNodeText": "works [NodeConformance]", "LeafNodeType": "It", "State": "skipped"},
+	 {"ContainerHierarchyTexts": ["[sig-node] Slow"], "LeafNodeText": "waits [Slow] [NodeConformance]", "LeafNodeType": "It", "State": "skipped"},
+	 {"ContainerHierarchyTexts": ["[sig-node] Other"], "LeafNodeText": "x", "LeafNodeType": "It", "State": "skipped"},
+	 {"ContainerHierarchyTexts": ["[sig-node] Sysctl"], "LeafNodeText": "y [NodeConformance]", "LeafNodeType": "It", "State": "skipped",
+	  "Failure": {"Message": "Only supported for node OS distro [gci ubuntu]"}},
+	 {"LeafNodeType": "SynchronizedAfterSuite", "State": "failed", "Failure": {"Message": "teardown"}}
+	]}]`
+	p := filepath.Join(t.TempDir(), "report.json")
+	os.WriteFile(p, []byte(report), 0o644)
+	res, err := readReport(p, []string{defaultFocus}, []string{defaultSkip}, []skipEntry{{re: "GPU", reason: "none"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.passed != 1 || res.failed != 2 || res.skipped != 1 || res.notSelected != 3 || res.bySkipList["GPU"] != 1 {
+		t.Errorf("passed %d failed %d skipped %d notSelected %d bySkipList %v; want 1 2 1 3 map[GPU:1]",
+			res.passed, res.failed, res.skipped, res.notSelected, res.bySkipList)
+	}
+	want := "[sig-node] Probing should restart [NodeConformance] [failed] (probe.go:7, 3s): timed out"
+	if len(res.failures) != 2 || !slices.Contains(res.failures, want) {
+		t.Errorf("failures = %q, want %q among 2", res.failures, want)
+	}
+}
