@@ -43,6 +43,8 @@ type Config struct {
 	ImagePullStallTimeout  string              `toml:"image_pull_stall_timeout" flag:"image-pull-stall-timeout" check:"duration" doc:"A pull fails when a registry sends nothing for this long (a Go duration such as 1m or 30s; 0 disables the check)."`
 	MaxConcurrentDownloads int                 `toml:"max_concurrent_downloads" flag:"max-concurrent-downloads" doc:"Image layers downloaded at the same time, across all pulls."`
 	Registries             map[string]Registry `toml:"registries" doc:"Per-registry settings, one table per registry host as images name it (docker.io, registry.k8s.io, 127.0.0.1:5000). mirrors: URLs tried in order before the registry itself (http://host:port or https://host). insecure: allow plain HTTP and unverified TLS (the default for localhost and 127.0.0.0/8). username and password, or auth (base64 of user:password): credentials used when the kubelet sends none for this host. For example:\n[registries.\"registry.k8s.io\"]\nmirrors = [\"http://127.0.0.1:5000\"]\n[registries.\"127.0.0.1:5000\"]\ninsecure = true"`
+	DefaultRuntime         string              `toml:"default_runtime" flag:"default-runtime" check:"required" doc:"The entry of runtimes whose settings pods get when the kubelet names no runtime handler (the handler \"\", which is not configured itself), as containerd's default_runtime_name."`
+	Runtimes               map[string]Runtime  `toml:"runtimes" doc:"Runtime handlers, one table per name a RuntimeClass's handler may give (a DNS label); the kubelet learns them from Status. Every handler runs pods with berth's own runtime (libcontainer under the pod's monitor), with the settings of its table; RunPodSandbox with a handler not listed here fails. A table given here replaces the built-in one of that name; the built-in runc and berth stay unless replaced. The Kubernetes e2e suites' RuntimeClass and PodOverhead specs need a handler named test-handler, which kind's node image and containerd's and CRI-O's test configurations add the same way:\n[runtimes.test-handler]"`
 	RegistryConfigPath     string              `toml:"registry_config_path" flag:"registry-config-path" check:"abs" doc:"Directory of registry host configurations in containerd's format (its config_path; kind nodes use /etc/containerd/certs.d): <host>/hosts.toml (or <host>_<port>_/hosts.toml) and _default/hosts.toml with server, [host.\"URL\"] tables, capabilities, skip_verify, ca, client, header and override_path. Read on each pull, so files written after start count; a file that does not parse fails the pull naming it. A host's own hosts.toml wins over its [registries] mirrors, which win over _default/hosts.toml; [registries] credentials and insecure apply to every host a pull asks. Empty reads none. See docs/images.md."`
 }
 
@@ -54,6 +56,26 @@ type Registry struct {
 	Password      string   `toml:"password" secret:"true" doc:"Password for username."`
 	Auth          string   `toml:"auth" secret:"true" doc:"base64 of user:password, as in ~/.docker/config.json; instead of username and password."`
 	IdentityToken string   `toml:"identity_token" secret:"true" doc:"OAuth2 refresh token, as in ~/.docker/config.json."`
+}
+
+// Runtime is one runtime handler's settings: what containerd's
+// [plugins.cri.containerd.runtimes.NAME] and CRI-O's
+// [crio.runtime.runtimes.NAME] offer that berth's single runtime can honour.
+type Runtime struct {
+	PrivilegedWithoutHostDevices bool     `toml:"privileged_without_host_devices" doc:"A privileged container of this handler's pods gets none of the host's devices (only the default /dev and the devices its config asks for, the device cgroup of an unprivileged container), as in containerd and CRI-O: for handlers whose privileged pods must not reach the host's disks."`
+	DisableUserNamespaces        bool     `toml:"disable_user_namespaces" doc:"Pods of this handler cannot have a user namespace of their own: Status reports the handler without user_namespaces (the kubelet then refuses hostUsers: false pods of its RuntimeClass) and RunPodSandbox refuses such a pod."`
+	DisableRecursiveReadOnly     bool     `toml:"disable_recursive_read_only_mounts" doc:"Containers of this handler's pods get no recursive read-only mounts: Status reports the handler without recursive_read_only_mounts (the kubelet then refuses recursiveReadOnly: Enabled for its RuntimeClass) and CreateContainer refuses a mount asking for one."`
+	DefaultAnnotations           []string `toml:"default_annotations" check:"annotation" doc:"Annotations (key=value) put on the OCI spec of every container of this handler's pods, as CRI-O's default_annotations; an annotation of the container's own config with the same key wins."`
+}
+
+// Handler is the settings of a runtime handler name as RunPodSandbox gets
+// it: "" is default_runtime's. ok is false for a handler not configured.
+func (c *Config) Handler(name string) (rt Runtime, ok bool) {
+	if name == "" {
+		name = c.DefaultRuntime
+	}
+	rt, ok = c.Runtimes[name]
+	return rt, ok
 }
 
 // CNI configures pod networking.
@@ -108,5 +130,9 @@ func Default() *Config {
 		ImagePullStallTimeout:  "1m",
 		MaxConcurrentDownloads: 3,
 		Registries:             map[string]Registry{},
+		DefaultRuntime:         "runc",
+		// The names RunPodSandbox accepted before handlers were
+		// configurable: berth's one runtime as a RuntimeClass names it.
+		Runtimes: map[string]Runtime{"runc": {DefaultAnnotations: []string{}}, "berth": {DefaultAnnotations: []string{}}},
 	}
 }

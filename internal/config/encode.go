@@ -66,8 +66,14 @@ func writeTable(b *bytes.Buffer, parts []string, v reflect.Value) error {
 			b.WriteString("\n")
 			writeComment(b, sf.Tag.Get("doc"))
 			m := v.Field(i)
-			for _, k := range sortedKeys(m) {
+			for n, k := range sortedKeys(m) {
 				kp := append(slices.Clone(p), k)
+				if n > 0 {
+					// Every table says what it is, not only the first.
+					first, _, _ := strings.Cut(sf.Tag.Get("doc"), ". ")
+					b.WriteString("\n")
+					writeComment(b, strings.TrimSuffix(first, ".")+".")
+				}
 				fmt.Fprintf(b, "[%s]\n", keyPath(kp))
 				if err := writeTable(b, kp, m.MapIndex(reflect.ValueOf(k))); err != nil {
 					return err

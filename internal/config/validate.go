@@ -3,10 +3,12 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,6 +36,14 @@ func (c *Config) Validate() error {
 
 // validateCombinations checks keys that only make sense together.
 func (c *Config) validateCombinations() error {
+	for name := range c.Runtimes {
+		if !isDNSLabel(name) {
+			return &ValueError{Key: "runtimes", Value: name, Want: "a runtime handler name that is a DNS label (lowercase letters, digits and '-', at most 63), as a RuntimeClass's handler"}
+		}
+	}
+	if _, ok := c.Runtimes[c.DefaultRuntime]; !ok {
+		return &ValueError{Key: "default_runtime", Value: c.DefaultRuntime, Want: "the name of a [runtimes] table (" + alternatives(sortedNames(c.Runtimes)) + ")"}
+	}
 	if c.CNI.DefaultPodCIDR {
 		if !c.CNI.DefaultNetwork {
 			return errors.New("cni.default_pod_cidr needs cni.default_network = true")
@@ -122,6 +132,10 @@ func check(name, v string) (want string, err error) {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
 			return "a URL such as http://127.0.0.1:5000 (scheme and host only)", nil
 		}
+	case "annotation":
+		if k, _, ok := strings.Cut(v, "="); !ok || k == "" {
+			return "key=value", nil
+		}
 	case "ifname":
 		// IFNAMSIZ less the terminating NUL; no separators the kernel refuses.
 		if len(v) > 15 || strings.ContainsAny(v, "/: \t\n") {
@@ -131,6 +145,23 @@ func check(name, v string) (want string, err error) {
 		return "", fmt.Errorf("unknown check %q", name)
 	}
 	return "", nil
+}
+
+// isDNSLabel: RFC 1123 label, what a RuntimeClass handler must be.
+func isDNSLabel(s string) bool {
+	if s == "" || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for _, r := range s {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
 }
 
 // alternatives formats ["a","b","c"] as "a, b or c".
