@@ -28,6 +28,9 @@ type Info struct {
 	// the shm directory (empty when the pod uses the host's IPC).
 	Hostname, Hosts, Resolv, Shm string
 	Config                       *runtimeapi.PodSandboxConfig
+	// RuntimeHandler is the handler RunPodSandbox was given ("" the
+	// default), kept in the pod's record.
+	RuntimeHandler string
 }
 
 // Get returns a pod by id or unique id prefix.
@@ -46,6 +49,7 @@ func (m *Manager) Get(ctx context.Context, id string) (*Info, error) {
 		ID: rec.ID, State: rec.State, NetNS: rec.NetNS, PausePid: rec.PausePid,
 		CgroupPath: rec.CgroupPath, CgroupParent: pause.Parent(), Config: cfg,
 		Hostname: files.Hostname(), Hosts: files.Hosts(), Resolv: files.Resolv(),
+		RuntimeHandler: rec.RuntimeHandler,
 	}
 	if _, _, hostIPC := namespaces(cfg); !hostIPC {
 		info.Shm = files.Shm()

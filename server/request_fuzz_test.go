@@ -15,6 +15,7 @@ import (
 	"github.com/berth-runtime/berth/container"
 	"github.com/berth-runtime/berth/container/spec"
 	"github.com/berth-runtime/berth/image"
+	"github.com/berth-runtime/berth/internal/config"
 	"github.com/berth-runtime/berth/sandbox"
 )
 
@@ -49,7 +50,7 @@ func (f fuzzServices) Run(_ context.Context, cfg *runtimeapi.PodSandboxConfig, h
 	if md.GetName() == "" || md.GetNamespace() == "" || md.GetUid() == "" {
 		f.t.Fatalf("RunPodSandbox accepted metadata %v", md)
 	}
-	if !runtimeHandlers[handler] {
+	if _, ok := config.Default().Handler(handler); !ok {
 		f.t.Fatalf("RunPodSandbox accepted handler %q", handler)
 	}
 	if sc := cfg.GetLinux().GetSecurityContext(); sc.GetRunAsGroup() != nil && sc.GetRunAsUser() == nil {

@@ -32,27 +32,36 @@ func (s *Server) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*ru
 	return resp, nil
 }
 
-// handlers lists every handler RunPodSandbox accepts, "" (the default)
-// first, with the same features: they are one runtime.
+// handlers lists every handler RunPodSandbox accepts, "" (the default,
+// with default_runtime's settings) first, then the configured ones by
+// name, as containerd lists them. The features are the kernel's and the
+// probe's, less what a handler's settings turn off.
 func (s *Server) handlers() []*runtimeapi.RuntimeHandler {
-	names := make([]string, 0, len(runtimeHandlers))
-	for n := range runtimeHandlers {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := s.handlerNames()
 	out := make([]*runtimeapi.RuntimeHandler, 0, len(names))
 	for _, n := range names {
+		rt, _ := s.cfg.Handler(n)
 		out = append(out, &runtimeapi.RuntimeHandler{Name: n, Features: &runtimeapi.RuntimeHandlerFeatures{
 			// Mount.recursive_read_only becomes libcontainer's "rro",
 			// mount_setattr(2) with AT_RECURSIVE: only where the kernel has it.
-			RecursiveReadOnlyMounts: s.rro,
+			RecursiveReadOnlyMounts: s.rro && !rt.DisableRecursiveReadOnly,
 			// Pods in their own user namespace (mode POD), with id-mapped
 			// rootfs layers and volumes: where berth's start-up probe
 			// found it all works.
-			UserNamespaces: s.userns,
+			UserNamespaces: s.userns && !rt.DisableUserNamespaces,
 		}})
 	}
 	return out
+}
+
+// handlerNames are "" and the configured handlers, sorted.
+func (s *Server) handlerNames() []string {
+	names := []string{""}
+	for n := range s.cfg.Runtimes {
+		names = append(names, n)
+	}
+	sort.Strings(names[1:])
+	return names
 }
 
 // kernelHasMountSetattr tells whether mount_setattr(2) (Linux 5.12) exists:

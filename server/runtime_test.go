@@ -102,10 +102,11 @@ func TestStatusFeatures(t *testing.T) {
 	for _, h := range got.GetRuntimeHandlers() {
 		handlers[h.GetName()] = h.GetFeatures()
 	}
-	if len(handlers) != len(runtimeHandlers) {
-		t.Errorf("runtime handlers %v, want one per accepted name %v", handlers, runtimeHandlers)
+	accepted := []string{"", "berth", "runc"} // config.Default's
+	if len(handlers) != len(accepted) {
+		t.Errorf("runtime handlers %v, want one per accepted name %v", handlers, accepted)
 	}
-	for name := range runtimeHandlers {
+	for _, name := range accepted {
 		f, ok := handlers[name]
 		switch {
 		case !ok:
@@ -128,5 +129,41 @@ func TestStatusFeatures(t *testing.T) {
 	}
 	if got.GetRuntimeHandlers()[0].GetName() != "" {
 		t.Errorf("first handler %q, want the default \"\"", got.GetRuntimeHandlers()[0].GetName())
+	}
+}
+
+// TestStatusConfiguredHandlers: every [runtimes] table is listed, "" first
+// and the rest by name, with what its settings leave of the features.
+func TestStatusConfiguredHandlers(t *testing.T) {
+	cfg, err := config.Parse(`
+default_runtime = "strict"
+[runtimes.strict]
+disable_user_namespaces = true
+[runtimes.test-handler]
+[runtimes.no-rro]
+disable_recursive_read_only_mounts = true
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := newTestServer(t, func(o *Options) { o.Config, o.UserNamespaces = cfg, true })
+	got, err := s.Status(context.Background(), &runtimeapi.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rro := kernelHasMountSetattr()
+	want := []struct {
+		name        string
+		userns, rro bool
+	}{{"", false, rro}, {"berth", true, rro}, {"no-rro", true, false}, {"runc", true, rro}, {"strict", false, rro}, {"test-handler", true, rro}}
+	hs := got.GetRuntimeHandlers()
+	if len(hs) != len(want) {
+		t.Fatalf("handlers %v, want %v", hs, want)
+	}
+	for i, w := range want {
+		h := hs[i]
+		if h.GetName() != w.name || h.GetFeatures().GetUserNamespaces() != w.userns || h.GetFeatures().GetRecursiveReadOnlyMounts() != w.rro {
+			t.Errorf("handler %d: %v, want %+v", i, h, w)
+		}
 	}
 }

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"strconv"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -9,11 +11,6 @@ import (
 
 	"github.com/berth-runtime/berth/container/spec"
 )
-
-// runtimeHandlers are the handler names RunPodSandbox accepts: berth has
-// one runtime, reachable by the kubelet's default and by the names a
-// RuntimeClass would use for it.
-var runtimeHandlers = map[string]bool{"": true, "runc": true, "berth": true}
 
 // RunPodSandbox creates and starts a pod sandbox.
 func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandboxRequest) (*runtimeapi.RunPodSandboxResponse, error) {
@@ -23,17 +20,35 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	if err := validatePodSandboxConfig(req.GetConfig()); err != nil {
 		return nil, err
 	}
-	if u := req.GetConfig().GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions(); u != nil && u.GetMode() == runtimeapi.NamespaceMode_POD && !s.userns {
-		return nil, status.Error(codes.Unimplemented, "config.linux.security_context.namespace_options.userns_options: user namespaces are not supported by this berth (its log at start says why)")
+	handler := req.GetRuntimeHandler()
+	rt, ok := s.cfg.Handler(handler)
+	if !ok {
+		return nil, invalidf("runtime_handler %q is not configured: this berth's handlers are %s (the config's [runtimes] tables)", handler, s.knownHandlers())
 	}
-	if !runtimeHandlers[req.GetRuntimeHandler()] {
-		return nil, invalidf("runtime_handler %q is not supported: use \"\" (or runc, berth)", req.GetRuntimeHandler())
+	if u := req.GetConfig().GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions(); u != nil && u.GetMode() == runtimeapi.NamespaceMode_POD {
+		if !s.userns {
+			return nil, status.Error(codes.Unimplemented, "config.linux.security_context.namespace_options.userns_options: user namespaces are not supported by this berth (its log at start says why)")
+		}
+		if rt.DisableUserNamespaces {
+			return nil, status.Errorf(codes.Unimplemented, "config.linux.security_context.namespace_options.userns_options: runtime handler %q has user namespaces disabled (disable_user_namespaces)", handler)
+		}
 	}
-	id, err := s.sandboxes.Run(ctx, req.GetConfig(), req.GetRuntimeHandler())
+	id, err := s.sandboxes.Run(ctx, req.GetConfig(), handler)
 	if err != nil {
 		return nil, sandboxError(err)
 	}
 	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: id}, nil
+}
+
+// knownHandlers names the handlers RunPodSandbox accepts, for its error.
+func (s *Server) knownHandlers() string {
+	names := s.handlerNames()
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = strconv.Quote(n)
+	}
+	quoted[0] += " (the default, " + strconv.Quote(s.cfg.DefaultRuntime) + "'s settings)"
+	return strings.Join(quoted, ", ")
 }
 
 func validatePodSandboxConfig(cfg *runtimeapi.PodSandboxConfig) error {

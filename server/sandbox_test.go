@@ -69,7 +69,8 @@ func TestRunPodSandboxValidation(t *testing.T) {
 		{name: "no name", req: &runtimeapi.RunPodSandboxRequest{Config: &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Namespace: "ns", Uid: "u"}}}, wantCode: codes.InvalidArgument, wantMsg: "config.metadata.name"},
 		{name: "no namespace", req: &runtimeapi.RunPodSandboxRequest{Config: &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "n", Uid: "u"}}}, wantCode: codes.InvalidArgument, wantMsg: "config.metadata.namespace"},
 		{name: "no uid", req: &runtimeapi.RunPodSandboxRequest{Config: &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "n", Namespace: "ns"}}}, wantCode: codes.InvalidArgument, wantMsg: "config.metadata.uid"},
-		{name: "unknown handler", req: &runtimeapi.RunPodSandboxRequest{Config: goodConfig(), RuntimeHandler: "kata"}, wantCode: codes.InvalidArgument, wantMsg: "kata"},
+		{name: "unknown handler", req: &runtimeapi.RunPodSandboxRequest{Config: goodConfig(), RuntimeHandler: "kata"}, wantCode: codes.InvalidArgument,
+			wantMsg: `runtime_handler "kata" is not configured: this berth's handlers are "" (the default, "runc"'s settings), "berth", "runc"`},
 		{name: "runc handler", req: &runtimeapi.RunPodSandboxRequest{Config: goodConfig(), RuntimeHandler: "runc"}, wantCode: codes.OK},
 		{name: "default handler", req: &runtimeapi.RunPodSandboxRequest{Config: goodConfig()}, wantCode: codes.OK},
 		{name: "run_as_group without run_as_user", req: &runtimeapi.RunPodSandboxRequest{Config: withSecurity(&runtimeapi.LinuxSandboxSecurityContext{

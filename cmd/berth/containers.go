@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 
 	"github.com/berth-runtime/berth/container"
@@ -37,9 +38,11 @@ func newContainers(ctx context.Context, cfg *config.Config, pods container.Pods,
 }
 
 // latePods lets the container service, built first, reach the sandbox
-// service built after it.
+// service built after it. It hands the container service each pod's
+// runtime handler settings from cfg.
 type latePods struct {
-	m atomic.Pointer[sandbox.Manager]
+	m   atomic.Pointer[sandbox.Manager]
+	cfg *config.Config
 }
 
 func (l *latePods) set(m *sandbox.Manager) { l.m.Store(m) }
@@ -56,6 +59,11 @@ func (l *latePods) Pod(ctx context.Context, id string) (*container.Pod, error) {
 	if err != nil {
 		return nil, err
 	}
+	rt, ok := l.cfg.Handler(info.RuntimeHandler)
+	if !ok {
+		// Configured when the pod was made, gone from the config since.
+		return nil, fmt.Errorf("%w: pod sandbox %s: its runtime handler %q is no longer configured", container.ErrState, id, info.RuntimeHandler)
+	}
 	return &container.Pod{
 		Ready: info.State == sandbox.StateReady,
 		Pod: spec.Pod{
@@ -64,8 +72,26 @@ func (l *latePods) Pod(ctx context.Context, id string) (*container.Pod, error) {
 			// under the parent the kubelet gave, as with containerd.
 			CgroupParent: info.CgroupParent,
 			HostnamePath: info.Hostname, HostsPath: info.Hosts, ResolvConfPath: info.Resolv, ShmPath: info.Shm,
+			Runtime: podRuntime(info.RuntimeHandler, rt),
 		},
 	}, nil
+}
+
+// podRuntime is a handler's settings as the container specs use them.
+func podRuntime(handler string, rt config.Runtime) spec.Runtime {
+	out := spec.Runtime{
+		Handler:                      handler,
+		PrivilegedWithoutHostDevices: rt.PrivilegedWithoutHostDevices,
+		NoRecursiveReadOnly:          rt.DisableRecursiveReadOnly,
+	}
+	if len(rt.DefaultAnnotations) > 0 {
+		out.Annotations = make(map[string]string, len(rt.DefaultAnnotations))
+		for _, kv := range rt.DefaultAnnotations {
+			k, v, _ := strings.Cut(kv, "=") // the config checked the form
+			out.Annotations[k] = v
+		}
+	}
+	return out
 }
 
 type imagesAdapter struct{ s *image.Service }

@@ -154,7 +154,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	late := &latePods{}
+	late := &latePods{cfg: cfg}
 	containers, err := newContainers(ctx, cfg, late, images, bus, nriAPI, log, faults)
 	if err != nil {
 		return err

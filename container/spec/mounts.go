@@ -133,6 +133,9 @@ func (b *builder) criMounts() ([]specs.Mount, string, error) {
 		if dst == "" || !path.IsAbs(dst) {
 			return nil, "", invalid(field+".container_path", "%q is not an absolute path", dst)
 		}
+		if m.GetRecursiveReadOnly() && b.in.Pod.Runtime.NoRecursiveReadOnly {
+			return nil, "", invalid(field+".recursive_read_only", "the pod's runtime handler %q has recursive read-only mounts disabled (disable_recursive_read_only_mounts)", b.in.Pod.Runtime.Handler)
+		}
 		if IsImageMount(m) {
 			if err := CheckImageMount(field, m); err != nil {
 				return nil, "", err
@@ -203,7 +206,7 @@ func (b *builder) criMounts() ([]specs.Mount, string, error) {
 
 func (b *builder) devices(s *specs.Spec) error {
 	s.Linux.Resources.Devices = []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}}
-	if b.sc.GetPrivileged() {
+	if b.sc.GetPrivileged() && !b.in.Pod.Runtime.PrivilegedWithoutHostDevices {
 		all, err := b.in.Host.AllDevices()
 		if err != nil {
 			return fmt.Errorf("list host devices for privileged container %s: %w", b.in.ID, err)

@@ -48,6 +48,22 @@ type Pod struct {
 	HostsPath      string
 	ResolvConfPath string
 	ShmPath        string
+	// Runtime is what the pod's runtime handler changes in its
+	// containers' specs.
+	Runtime Runtime
+}
+
+// Runtime is a runtime handler's settings as containers' specs follow
+// them (the config's [runtimes.NAME]).
+type Runtime struct {
+	Handler string // as RunPodSandbox got it, "" the default
+	// PrivilegedWithoutHostDevices: a privileged container gets the
+	// devices of an unprivileged one.
+	PrivilegedWithoutHostDevices bool
+	// NoRecursiveReadOnly refuses mounts asking for recursive_read_only.
+	NoRecursiveReadOnly bool
+	// Annotations go on every container's spec, under its config's own.
+	Annotations map[string]string
 }
 
 // Propagation is the propagation type of the mount holding a host path.
@@ -222,7 +238,10 @@ const (
 )
 
 func (b *builder) annotations() map[string]string {
-	a := make(map[string]string, len(b.in.Config.Annotations)+7)
+	a := make(map[string]string, len(b.in.Pod.Runtime.Annotations)+len(b.in.Config.Annotations)+7)
+	for k, v := range b.in.Pod.Runtime.Annotations {
+		a[k] = v
+	}
 	for k, v := range b.in.Config.Annotations {
 		a[k] = v
 	}
