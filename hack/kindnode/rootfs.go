@@ -220,17 +220,17 @@ func tail(path string, n int) string {
 func removeTree(log interface{ Warn(string, ...any) }, dir string) {
 	mounts, err := mountsUnder(dir)
 	if err != nil {
-		log.Warn("scratch dir left in place", "dir", dir, "err", err)
+		log.Warn("scratch dir left in place", "dir", dir, "error", err)
 		return
 	}
 	for i := len(mounts) - 1; i >= 0; i-- {
 		if err := syscall.Unmount(mounts[i], syscall.MNT_DETACH); err != nil {
-			log.Warn("scratch dir left in place: cannot unmount", "mount", mounts[i], "err", err)
+			log.Warn("scratch dir left in place: cannot unmount", "mount", mounts[i], "error", err)
 			return
 		}
 	}
 	if err := os.RemoveAll(dir); err != nil {
-		log.Warn("cannot remove scratch dir", "dir", dir, "err", err)
+		log.Warn("cannot remove scratch dir", "dir", dir, "error", err)
 	}
 }
 
