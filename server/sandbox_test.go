@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/berth-runtime/berth/internal/config"
 	"github.com/berth-runtime/berth/internal/idindex"
 	"github.com/berth-runtime/berth/internal/reserve"
 	"github.com/berth-runtime/berth/sandbox"
@@ -119,12 +120,22 @@ func TestRunPodSandboxUserNamespace(t *testing.T) {
 		{"container mode", withUserNS(&runtimeapi.NamespaceOption{UsernsOptions: &runtimeapi.UserNamespace{Mode: runtimeapi.NamespaceMode_CONTAINER}}), true, codes.InvalidArgument},
 		{"two mappings", withUserNS(&runtimeapi.NamespaceOption{UsernsOptions: &runtimeapi.UserNamespace{Mode: runtimeapi.NamespaceMode_POD, Uids: append(m, m[0]), Gids: m}}), true, codes.InvalidArgument},
 		{"host network", withUserNS(&runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE, UsernsOptions: pod}), true, codes.InvalidArgument},
+		{"pod, handler disables them", withUserNS(&runtimeapi.NamespaceOption{UsernsOptions: pod}), true, codes.Unimplemented},
+		{"node, handler disables them", withUserNS(&runtimeapi.NamespaceOption{UsernsOptions: &runtimeapi.UserNamespace{Mode: runtimeapi.NamespaceMode_NODE}}), true, codes.OK},
+	}
+	cfg, err := config.Parse("[runtimes.no-userns]\ndisable_user_namespaces = true")
+	if err != nil {
+		t.Fatal(err)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fake := &fakeSandboxes{}
-			s, _ := newTestServer(t, func(o *Options) { o.Sandboxes = fake; o.UserNamespaces = tt.supported })
-			_, err := s.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: tt.cfg})
+			s, _ := newTestServer(t, func(o *Options) { o.Sandboxes = fake; o.UserNamespaces = tt.supported; o.Config = cfg })
+			handler := ""
+			if strings.Contains(tt.name, "handler disables") {
+				handler = "no-userns"
+			}
+			_, err := s.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: tt.cfg, RuntimeHandler: handler})
 			if st := status.Convert(err); st.Code() != tt.want || (tt.want != codes.OK && !strings.Contains(st.Message(), "userns_options")) {
 				t.Fatalf("= %v, want %v naming userns_options", err, tt.want)
 			}
