@@ -1,6 +1,17 @@
-# Sourced by hack/build-images and hack/kind-images: helpers that make image
-# root filesystems from the .debs hack/install-deps downloads and from Go
-# programs, and check them in a throw-away chroot.
+# Sourced by hack/build-images, hack/kind-images and hack/e2e-images: helpers
+# that make image root filesystems from the .debs hack/install-deps downloads
+# and from Go programs, and check them in a throw-away chroot.
+
+# The .debs of the userland of the Kubernetes e2e images agnhost and
+# glibc-dns-testing (hack/e2e-images; hack/install-deps downloads them): curl,
+# dig, nc, ip/ss, bash, hostname, getent, and every library they load.
+E2E_DEB_PACKAGES=(curl bind9-dnsutils netcat-openbsd iproute2 bash hostname libc-bin
+	libcurl4 bind9-libs libbpf1 libbrotli1 libcap2 libcom-err2 libelf1 libffi8 libfstrm0
+	libgnutls30 libgssapi-krb5-2 libhogweed6 libicu72 libidn2-0 libjemalloc2 libjson-c5
+	libk5crypto3 libkeyutils1 libkrb5-3 libkrb5support0 libldap-2.5-0 liblmdb0 liblzma5
+	libmaxminddb0 libnettle8 libnghttp2-14 libp11-kit0 libpcre2-8-0 libprotobuf-c1 libpsl5
+	librtmp1 libsasl2-2 libselinux1 libssh2-1 libssl3 libstdc++6 libtasn1-6 libtirpc3
+	libtirpc-common libunistring2 libuv1 libxml2 libzstd1 zlib1g)
 
 # deb_path PACKAGE: the newest downloaded .deb of PACKAGE.
 deb_path() {

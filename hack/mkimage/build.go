@@ -45,6 +45,10 @@ type builder struct {
 	// tars caches the tar file of a layer by its source, for the images that
 	// must be built.
 	tars map[string]string
+	// layers caches a layer compressed by its source, level and media type:
+	// images that share base layers (busybox, agnhost's userland) compress
+	// them once.
+	layers map[string]v1.Layer
 }
 
 // layerKey returns what identifies the layer's content: its declared key, or
@@ -137,19 +141,24 @@ func (b *builder) makeImage(spec imageSpec) (v1.Image, error) {
 	}
 	var adds []mutate.Addendum
 	for _, src := range spec.layers {
-		tarPath, err := b.tarPath(src)
-		if err != nil {
-			return nil, err
-		}
-		layer, err := tarball.LayerFromOpener(
-			func() (io.ReadCloser, error) { return os.Open(tarPath) },
-			tarball.WithCompressionLevel(level),
-			tarball.WithMediaType(layerType),
-			// Compress once for the digest and reuse it for the layout.
-			tarball.WithCompressedCaching,
-		)
-		if err != nil {
-			return nil, err
+		id := fmt.Sprintf("%s gzip %d %s", sourceID(src), level, layerType)
+		layer, ok := b.layers[id]
+		if !ok {
+			tarPath, err := b.tarPath(src)
+			if err != nil {
+				return nil, err
+			}
+			layer, err = tarball.LayerFromOpener(
+				func() (io.ReadCloser, error) { return os.Open(tarPath) },
+				tarball.WithCompressionLevel(level),
+				tarball.WithMediaType(layerType),
+				// Compress once for the digest and reuse it for the layout.
+				tarball.WithCompressedCaching,
+			)
+			if err != nil {
+				return nil, err
+			}
+			b.layers[id] = layer
 		}
 		adds = append(adds, mutate.Addendum{
 			Layer:   layer,
@@ -310,7 +319,7 @@ func withBuilder(out string, rootfs map[string]string, f func(*builder) error) e
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	return f(&builder{out: out, rootfs: rootfs, tmp: tmp, keys: map[string]string{}, tars: map[string]string{}})
+	return f(&builder{out: out, rootfs: rootfs, tmp: tmp, keys: map[string]string{}, tars: map[string]string{}, layers: map[string]v1.Layer{}})
 }
 
 // build builds (or finds cached) every image and index of the table and

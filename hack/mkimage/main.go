@@ -8,8 +8,12 @@
 //	                                              build the kind node's images (kind.go) into DIR/oci the
 //	                                              same way; write DEST/NAME.tar (OCI layout, reference
 //	                                              annotated) for each and DEST/images.txt
-//	mkimage push -images DIR -registry HOST:PORT [-user U -password P]
-//	                                              push what current.json lists, under all its references
+//	mkimage e2e -out DIR -rootfs NAME=DIR ... -agnhost TAG,TAG
+//	                                              build the Kubernetes e2e suites' images (e2e.go) into
+//	                                              DIR/oci the same way; write DIR/e2e.json
+//	mkimage push -images DIR -registry HOST:PORT [-user U -password P] [-current FILE]
+//	                                              push what current.json (or FILE, e.g. e2e.json) lists,
+//	                                              under all its references
 //	mkimage list                                  print every reference the table pushes
 //	mkimage htpasswd USER PASSWORD                print an htpasswd line (bcrypt)
 //	mkimage freeport                              print a free TCP port on 127.0.0.1
@@ -45,7 +49,8 @@ func (f rootfsFlag) Set(v string) error {
 func usage() {
 	fmt.Fprintln(os.Stderr, `usage: mkimage build -out DIR [-rootfs NAME=DIR ...]
        mkimage kind -out DIR -dest DEST [-rootfs NAME=DIR ...] -kubernetes V -etcd TAG -coredns V -pause TAG -flannel V
-       mkimage push -images DIR -registry HOST:PORT [-user USER -password PASSWORD] [-jobs N]
+       mkimage e2e -out DIR [-rootfs NAME=DIR ...] -agnhost TAG[,TAG...]
+       mkimage push -images DIR -registry HOST:PORT [-user USER -password PASSWORD] [-jobs N] [-current FILE]
        mkimage list
        mkimage htpasswd USER PASSWORD
        mkimage freeport`)
@@ -90,8 +95,19 @@ func main() {
 			log.Fatal("kind: -out (or $BERTH_IMAGES), -dest and every tag are required")
 		}
 		err = buildKind(*out, *dest, rootfs, t)
+	case "e2e":
+		out := fs.String("out", os.Getenv("BERTH_IMAGES"), "image cache directory ($BERTH_IMAGES)")
+		rootfs := rootfsFlag{}
+		fs.Var(rootfs, "rootfs", "NAME=DIR: a root filesystem the table refers to (repeatable)")
+		agnhost := fs.String("agnhost", "", "agnhost's tags, comma-separated, the newest first (a -rootfs agnhost-TAG each)")
+		fs.Parse(args)
+		if *out == "" || *agnhost == "" {
+			log.Fatal("e2e: -out (or $BERTH_IMAGES) and -agnhost are required")
+		}
+		err = buildE2E(*out, rootfs, e2eVersions{agnhost: strings.Split(*agnhost, ",")})
 	case "push":
 		images := fs.String("images", os.Getenv("BERTH_IMAGES"), "image cache directory ($BERTH_IMAGES)")
+		current := fs.String("current", "current.json", "the list of built images in the cache directory")
 		registry := fs.String("registry", "", "registry HOST:PORT (plain HTTP)")
 		user := fs.String("user", "", "basic auth user")
 		password := fs.String("password", os.Getenv("BERTH_PUSH_PASSWORD"), "basic auth password ($BERTH_PUSH_PASSWORD)")
@@ -100,7 +116,7 @@ func main() {
 		if *images == "" || *registry == "" {
 			log.Fatal("push: -images (or $BERTH_IMAGES) and -registry are required")
 		}
-		err = push(ctx, *images, *registry, *user, *password, max(*jobs, 1))
+		err = push(ctx, *images, *current, *registry, *user, *password, max(*jobs, 1))
 	case "list":
 		fs.Parse(args)
 		for _, s := range images() {

@@ -109,7 +109,7 @@ func buildAll(t *testing.T, out string, rootfs map[string]string) []builtImage {
 	if err := build(out, rootfs); err != nil {
 		t.Fatal(err)
 	}
-	cur, err := readCurrent(out)
+	cur, err := readCurrent(out, "current.json")
 	if err != nil {
 		t.Fatal(err)
 	}

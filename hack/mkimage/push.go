@@ -15,22 +15,25 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
-func readCurrent(out string) ([]builtImage, error) {
-	data, err := os.ReadFile(filepath.Join(out, "current.json"))
+// readCurrent reads a list of built images: current.json (hack/build-images)
+// or e2e.json (hack/e2e-images).
+func readCurrent(out, name string) ([]builtImage, error) {
+	p := filepath.Join(out, name)
+	data, err := os.ReadFile(p)
 	if err != nil {
-		return nil, fmt.Errorf("%w (run hack/build-images first)", err)
+		return nil, fmt.Errorf("%w (run hack/build-images or hack/e2e-images first)", err)
 	}
 	var current []builtImage
 	if err := json.Unmarshal(data, &current); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(out, "current.json"), err)
+		return nil, fmt.Errorf("%s: %w", p, err)
 	}
 	return current, nil
 }
 
-// push pushes every built image to registry (host:port, plain HTTP) under all
+// push pushes every built image of list (a file in out) to registry (host:port, plain HTTP) under all
 // its references, several images at a time.
-func push(ctx context.Context, out, registry, user, password string, jobs int) error {
-	current, err := readCurrent(out)
+func push(ctx context.Context, out, list, registry, user, password string, jobs int) error {
+	current, err := readCurrent(out, list)
 	if err != nil {
 		return err
 	}
