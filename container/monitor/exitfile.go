@@ -7,10 +7,20 @@ import (
 	"path/filepath"
 )
 
+// exitFileVersion is the format of the exit file. A monitor outlives
+// berth's upgrades, so the berth reading a file may be older or newer than
+// the monitor that wrote it; a file without a version is version 1.
+const exitFileVersion = 1
+
+type exitFile struct {
+	FormatVersion int `json:"formatVersion"`
+	*Exit
+}
+
 // WriteExit records an exit in dir atomically: a reader sees either no
 // file or the whole of it, whenever the writer dies.
 func WriteExit(dir string, e *Exit) error {
-	data, err := json.Marshal(e)
+	data, err := json.Marshal(exitFile{FormatVersion: exitFileVersion, Exit: e})
 	if err != nil {
 		return err
 	}
@@ -45,9 +55,12 @@ func ReadExit(dir string) (*Exit, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Exit{}
-	if err := json.Unmarshal(data, e); err != nil {
+	f := exitFile{Exit: &Exit{}}
+	if err := json.Unmarshal(data, &f); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", filepath.Join(dir, ExitFile), err)
 	}
-	return e, nil
+	if f.FormatVersion > exitFileVersion {
+		return nil, fmt.Errorf("exit file %s has format version %d, newer than version %d, the newest this berth reads", filepath.Join(dir, ExitFile), f.FormatVersion, exitFileVersion)
+	}
+	return f.Exit, nil
 }

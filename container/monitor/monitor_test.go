@@ -27,6 +27,18 @@ func TestExitFile(t *testing.T) {
 	if len(entries) != 1 {
 		t.Fatalf("temp files left: %v", entries)
 	}
+	if data, _ := os.ReadFile(filepath.Join(dir, ExitFile)); !strings.HasPrefix(string(data), `{"formatVersion":1,`) {
+		t.Errorf("exit file %s: no format version first", data)
+	}
+	// Written by a monitor of before versions: version 1.
+	os.WriteFile(filepath.Join(dir, ExitFile), []byte(`{"code":3,"finishedAt":"1970-01-01T00:00:05Z"}`), 0o600)
+	if got, err := ReadExit(dir); err != nil || got.Code != 3 {
+		t.Errorf("unversioned exit file: %+v %v", got, err)
+	}
+	os.WriteFile(filepath.Join(dir, ExitFile), []byte(`{"formatVersion":2,"code":3}`), 0o600)
+	if _, err := ReadExit(dir); err == nil || !strings.Contains(err.Error(), "format version 2, newer than version 1") {
+		t.Errorf("exit file of a newer monitor: %v", err)
+	}
 	os.WriteFile(filepath.Join(dir, ExitFile), []byte("{"), 0o600)
 	if _, err := ReadExit(dir); err == nil {
 		t.Fatal("torn file accepted")
