@@ -94,7 +94,7 @@ func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runt
 		}
 		if uerr := s.undoCreate(uctx, s.existingMonitor(pod.ID), &rec, cleanups); uerr != nil {
 			s.keepFailed(&rec, cfg, err, uerr)
-			err = fmt.Errorf("%w; its undo failed, so the container is kept, exited, until it is removed (%w): %w", err, reserve.ErrKept, uerr)
+			err = reserve.Kept(fmt.Errorf("%w; its undo failed, so the container is kept, exited, until it is removed: %w", err, uerr))
 		}
 	}()
 

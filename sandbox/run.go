@@ -233,7 +233,7 @@ const undoTimeout = 3 * time.Minute
 // (a CNI DEL that fails, say) is kept, not ready, as recovery keeps one
 // after a crash: listed, the kubelet stops and removes it, and each stop
 // retries the release; forgotten, its IP lease would leak, one more with
-// every retry of the kubelet. Its name stays taken (reserve.ErrKept) until
+// every retry of the kubelet. Its name stays taken (reserve.Kept) until
 // it is removed. The caller holds p.op if pause is watched.
 func (m *Manager) fail(ctx context.Context, p *pod, cg *podCgroup, err error) error {
 	id := p.rec.ID
@@ -249,7 +249,7 @@ func (m *Manager) fail(ctx context.Context, p *pod, cg *podCgroup, err error) er
 	}
 	m.add(p)
 	m.log.Warn("failed RunPodSandbox not undone: pod kept, not ready, for StopPodSandbox and RemovePodSandbox to release", "pod", id, "error", uerr)
-	return fmt.Errorf("%w; its undo failed, so the pod is kept, not ready, until it is stopped and removed (%w): %w", err, reserve.ErrKept, uerr)
+	return reserve.Kept(fmt.Errorf("%w; its undo failed, so the pod is kept, not ready, until it is stopped and removed: %w", err, uerr))
 }
 
 // undo releases whatever a failed Run made, the record last. If the

@@ -36,11 +36,29 @@ var (
 	// handed to a caller (a duplicate, not a retry), or to one whose
 	// create failed and could not be undone, kept until it is removed.
 	ErrTaken = errors.New("name is reserved")
-	// ErrKept marks a create's error after which the object still exists
-	// (its undo failed): its name stays taken until Release, so that no
-	// retry makes a second object beside the one still to be cleaned up.
+	// ErrKept: errors.Is holds for every error made by Kept.
 	ErrKept = errors.New("kept for cleanup")
 )
+
+// Kept marks err, returned by a create, as one after which the object
+// still exists (its undo failed): its name stays taken until Release, so
+// that no retry makes a second object beside the one still to be cleaned
+// up. Only the error create returns counts, not one it wraps: a pod whose
+// infra container was kept, but which undid it in turn, frees its name.
+func Kept(err error) error { return &keptError{err} }
+
+type keptError struct{ err error }
+
+func (e *keptError) Error() string {
+	return e.err.Error() + " (kept for cleanup: its name stays taken until it is removed)"
+}
+func (e *keptError) Unwrap() error        { return e.err }
+func (e *keptError) Is(target error) bool { return target == ErrKept }
+
+func isKept(err error) bool {
+	_, ok := err.(*keptError)
+	return ok
+}
 
 // Options configure Names.
 type Options struct {
@@ -111,7 +129,7 @@ type stepper struct {
 // runs detached from ctx, with the set's timeout: the caller returns when
 // ctx ends, with an error wrapping ctx's naming the step create is at, and a
 // retry later gets the object. An error from create frees the name, unless
-// it wraps ErrKept.
+// Kept made it.
 func (n *Names) Create(ctx context.Context, name string, create func(ctx context.Context, id string) error) (string, error) {
 	for {
 		c, mine, err := n.claim(name)
@@ -139,7 +157,7 @@ func (n *Names) Create(ctx context.Context, name string, create func(ctx context
 			}
 			return c.id, nil
 		}
-		if mine || errors.Is(c.err, ErrKept) {
+		if mine || isKept(c.err) {
 			return "", c.err
 		}
 		// The first call failed and freed the name: try again ourselves.
@@ -178,7 +196,7 @@ func (n *Names) run(ctx context.Context, name string, c *claim, create func(cont
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	c.err = err
-	if err != nil && !errors.Is(err, ErrKept) && n.m[name] == c {
+	if err != nil && !isKept(err) && n.m[name] == c {
 		delete(n.m, name)
 	}
 	close(c.done)

@@ -126,7 +126,8 @@ func TestFailures(t *testing.T) {
 		retryHits bool // the retry runs its own create
 	}{
 		{"failed and undone: the name is free", boom, true, nil, true},
-		{"failed, not undone: held", fmt.Errorf("undo: %w: %w", ErrKept, boom), false, ErrTaken, false},
+		{"failed, not undone: held", Kept(fmt.Errorf("undo: %w", boom)), false, ErrTaken, false},
+		{"failed, a part kept but undone by the create: free", fmt.Errorf("infra container: %w", Kept(boom)), true, nil, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
