@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"path/filepath"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -36,13 +37,14 @@ import (
 //   - glibc-dns-testing:2.1.1: glibc's resolver behind hostname -f, dig and
 //     /coredns (the hostname/FQDN specs run `hostname; hostname -f`).
 //   - pause:3.10.2: the kubelet's default pause, run as a plain container by
-//     some specs.
+//     some specs; agnhost's fake registry (fake-registry-server) serves it
+//     as pause:testing.
 //   - kitten:1.8 and nautilus:1.8 (image volumes): agnhost plus /data.json
 //     naming its picture, and the picture.
 //
 // Not rebuilt (docs/conformance.md names the specs): an image pinned by
-// digest (busybox@sha256:a9155b...), and invalid.registry.k8s.io, which must
-// not exist: its pulls go to the test registry too, which has no such image.
+// digest (busybox@sha256:a9155b...). invalid.registry.k8s.io must not exist:
+// its pulls go to the test registry too, which has no such image.
 
 // e2eVersions are the versions of the e2e images that come from the
 // command line (hack/e2e-images): what the binaries in them were built as.
@@ -52,10 +54,72 @@ type e2eVersions struct {
 
 const e2eRepo = "e2e-test-images/"
 
-// agnhostLayers are an agnhost image's layers: the userland, then the tag's
-// binary.
-func agnhostLayers(tag string) []layerSource {
-	return onBusybox(rootfsLayer{"e2e-userland"}, rootfsLayer{"coredns"}, rootfsLayer{"agnhost-files"}, rootfsLayer{"agnhost-" + tag})
+// agnhostLayers are an agnhost image's layers: the userland, the fake
+// registry's files, then the tag's binary.
+func agnhostLayers(tag string, fakeRegistry layerSource) []layerSource {
+	return onBusybox(rootfsLayer{"e2e-userland"}, rootfsLayer{"coredns"}, rootfsLayer{"agnhost-files"}, fakeRegistry, rootfsLayer{"agnhost-" + tag})
+}
+
+// fakeRegistryLayer is what `agnhost fake-registry-server` serves, in the
+// layout it reads (/var/registry/NAME/{manifests,blobs}/sha256/XX/HASH/data,
+// and manifests/TAG holding the digest a tag names): upstream's copies
+// registry.k8s.io/pause:3.10.2 there as pause:testing, here it is the
+// pause:3.10.2 of this table. The specs that run it (the [Serial] private
+// registry pulls) pull localhost:5000/pause:testing.
+func fakeRegistryLayer(pause v1.Image) (layerSource, error) {
+	const root = "var/registry/pause"
+	entries := []entry{dir("var"), dir("var/registry"), dir(root), dir(root + "/manifests"), dir(root + "/blobs")}
+	made := map[string]bool{}
+	add := func(kind string, h v1.Hash, data []byte) {
+		d := root + "/" + kind + "/" + h.Algorithm
+		for _, p := range []string{d, d + "/" + h.Hex[:2], d + "/" + h.Hex[:2] + "/" + h.Hex} {
+			if !made[p] {
+				entries = append(entries, dir(p))
+				made[p] = true
+			}
+		}
+		entries = append(entries, file(d+"/"+h.Hex[:2]+"/"+h.Hex+"/data", string(data)))
+	}
+	manifest, err := pause.RawManifest()
+	if err != nil {
+		return nil, err
+	}
+	digest, err := pause.Digest()
+	if err != nil {
+		return nil, err
+	}
+	entries = append(entries, file(root+"/manifests/testing", digest.String()))
+	add("manifests", digest, manifest)
+	config, err := pause.RawConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	configName, err := pause.ConfigName()
+	if err != nil {
+		return nil, err
+	}
+	add("blobs", configName, config)
+	layers, err := pause.Layers()
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range layers {
+		h, err := l.Digest()
+		if err != nil {
+			return nil, err
+		}
+		rc, err := l.Compressed()
+		if err != nil {
+			return nil, err
+		}
+		data, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			return nil, err
+		}
+		add("blobs", h, data)
+	}
+	return entriesLayer{"agnhost's fake registry: pause:testing", entries}, nil
 }
 
 func agnhostConfig() v1.Config {
@@ -90,7 +154,7 @@ func e2eNginx(tag string) imageSpec {
 }
 
 // volumeImage is kitten or nautilus: agnhost serving its picture.
-func volumeImage(name, agnhostTag string) imageSpec {
+func volumeImage(name, agnhostTag string, fakeRegistry layerSource) imageSpec {
 	cfg := agnhostConfig()
 	cfg.Cmd = []string{"test-webserver"}
 	return imageSpec{
@@ -98,11 +162,24 @@ func volumeImage(name, agnhostTag string) imageSpec {
 		refs:     []string{e2eRepo + name + ":1.8"},
 		platform: linuxAMD64,
 		config:   cfg,
-		layers:   append(agnhostLayers(agnhostTag), rootfsLayer{name}),
+		layers:   append(agnhostLayers(agnhostTag, fakeRegistry), rootfsLayer{name}),
 	}
 }
 
-func e2eImages(v e2eVersions) []imageSpec {
+// e2ePause is the pause image, built first: agnhost's fake registry holds it.
+func e2ePause() imageSpec {
+	return imageSpec{
+		name:     "e2e-pause",
+		refs:     []string{"pause:3.10.2"},
+		platform: linuxAMD64,
+		config:   v1.Config{Entrypoint: []string{"/pause"}, User: "65535:65535"},
+		layers:   []layerSource{rootfsLayer{"pause"}},
+	}
+}
+
+// e2eImages is the table but e2ePause; fakeRegistry is agnhost's layer of
+// it (fakeRegistryLayer).
+func e2eImages(v e2eVersions, fakeRegistry layerSource) []imageSpec {
 	var specs []imageSpec
 	for _, tag := range v.agnhost {
 		specs = append(specs, imageSpec{
@@ -110,7 +187,7 @@ func e2eImages(v e2eVersions) []imageSpec {
 			refs:     []string{e2eRepo + "agnhost:" + tag},
 			platform: linuxAMD64,
 			config:   agnhostConfig(),
-			layers:   agnhostLayers(tag),
+			layers:   agnhostLayers(tag, fakeRegistry),
 		})
 	}
 	nonroot := busyboxConfig()
@@ -146,17 +223,10 @@ func e2eImages(v e2eVersions) []imageSpec {
 			config:   v1.Config{Cmd: []string{"bash"}, Env: []string{defaultPath}},
 			layers:   onBusybox(rootfsLayer{"e2e-userland"}, rootfsLayer{"coredns"}),
 		},
-		imageSpec{
-			name:     "e2e-pause",
-			refs:     []string{"pause:3.10.2"},
-			platform: linuxAMD64,
-			config:   v1.Config{Entrypoint: []string{"/pause"}, User: "65535:65535"},
-			layers:   []layerSource{rootfsLayer{"pause"}},
-		},
 	)
 	if len(v.agnhost) > 0 {
 		newest := v.agnhost[0]
-		specs = append(specs, volumeImage("kitten", newest), volumeImage("nautilus", newest))
+		specs = append(specs, volumeImage("kitten", newest, fakeRegistry), volumeImage("nautilus", newest, fakeRegistry))
 	}
 	return specs
 }
@@ -170,16 +240,30 @@ const e2eCurrent = "e2e.json"
 func buildE2E(out string, rootfs map[string]string, v e2eVersions) error {
 	return withBuilder(out, rootfs, func(b *builder) error {
 		var current []builtImage
-		for _, spec := range e2eImages(v) {
+		record := func(spec imageSpec) (v1.Image, error) {
 			img, dir, err := b.buildImage(spec)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			d, err := img.Digest()
 			if err != nil {
-				return err
+				return nil, err
 			}
 			current = append(current, builtImage{Name: spec.name, Refs: spec.refs, Layout: dir, Digest: d.String()})
+			return img, nil
+		}
+		pause, err := record(e2ePause())
+		if err != nil {
+			return err
+		}
+		fakeRegistry, err := fakeRegistryLayer(pause)
+		if err != nil {
+			return fmt.Errorf("fake registry: %w", err)
+		}
+		for _, spec := range e2eImages(v, fakeRegistry) {
+			if _, err := record(spec); err != nil {
+				return err
+			}
 		}
 		data, err := json.MarshalIndent(current, "", "  ")
 		if err != nil {

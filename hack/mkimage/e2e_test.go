@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 )
 
 // The references k8s.io/kubernetes v1.37.2's test/utils/image/manifest.go
@@ -35,7 +38,7 @@ func TestE2E(t *testing.T) {
 	v := e2eVersions{agnhost: []string{"2.66.1", "2.55"}}
 	fake := fakeRootfs(t)
 	rootfs := map[string]string{}
-	for _, s := range e2eImages(v) {
+	for _, s := range append(e2eImages(v, entriesLayer{}), e2ePause()) {
 		for _, l := range s.layers {
 			if r, ok := l.(rootfsLayer); ok {
 				rootfs[r.name] = fake
@@ -113,6 +116,30 @@ func TestE2E(t *testing.T) {
 	img, err := loadImage(byRef["e2e-test-images/agnhost:2.66.1"].Layout)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The fake registry: pause:testing names the pause image, whose
+	// manifest, config and layers are under their digests.
+	pause, err := loadImage(byRef["pause:3.10.2"].Layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, files, _ := readTar(t, mutate.Extract(img))
+	pauseDigest, _ := pause.Digest()
+	blob := func(kind string, h v1.Hash) string {
+		return "var/registry/pause/" + kind + "/sha256/" + h.Hex[:2] + "/" + h.Hex + "/data"
+	}
+	if got := files["var/registry/pause/manifests/testing"]; got != pauseDigest.String() {
+		t.Errorf("fake registry: pause:testing names %q, want %s", got, pauseDigest)
+	}
+	rawManifest, _ := pause.RawManifest()
+	if files[blob("manifests", pauseDigest)] != string(rawManifest) {
+		t.Error("fake registry: the pause manifest is not under its digest")
+	}
+	m, _ := pause.Manifest()
+	for _, d := range append([]v1.Descriptor{m.Config}, m.Layers...) {
+		if data, ok := files[blob("blobs", d.Digest)]; !ok || int64(len(data)) != d.Size {
+			t.Errorf("fake registry: blob %s missing or not %d bytes", d.Digest, d.Size)
+		}
 	}
 	cf, err := img.ConfigFile()
 	if err != nil {
