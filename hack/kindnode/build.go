@@ -30,8 +30,13 @@ type item struct {
 // Units enabled the way `systemctl enable` would (links in
 // multi-user.target.wants and the aliases), and units masked.
 var (
-	enabledUnits = []string{"berth.service", "kubelet.service", "kind-restore-cgroups.service"}
-	unitAliases  = map[string]string{"containerd.service": "berth.service"}
+	enabledUnits = map[string][]string{
+		runtimeBerth:      {"berth.service", "kubelet.service", "kind-restore-cgroups.service"},
+		runtimeContainerd: {"containerd.service", "kubelet.service", "kind-restore-cgroups.service"},
+	}
+	unitAliases = map[string]map[string]string{
+		runtimeBerth: {"containerd.service": "berth.service"},
+	}
 	// Nothing binfmt-related, and no login prompts, in a node.
 	maskedUnits = []string{"systemd-binfmt.service", "getty.target", "console-getty.service"}
 )
@@ -111,7 +116,11 @@ func (b *builder) build(ctx context.Context) (string, error) {
 	if _, err := os.Stat(filepath.Join(root, "sbin/init")); err != nil {
 		return "", fmt.Errorf("the rootfs has no /sbin/init (systemd-sysv): %w", err)
 	}
-	if err := b.preload(ctx, root, preloads); err != nil {
+	preload := b.preload
+	if b.runtime == runtimeContainerd {
+		preload = b.preloadContainerd
+	}
+	if err := preload(ctx, dir, root, preloads); err != nil {
 		return "", err
 	}
 	if err := b.dockerImage(ctx, dir, root, tag, sum); err != nil {
@@ -126,8 +135,109 @@ func (b *builder) build(ctx context.Context) (string, error) {
 
 // items lists everything the build adds to the Debian root filesystem.
 func (b *builder) items(ctx context.Context) ([]item, error) {
+	// files/ is common to both runtimes, files-RUNTIME/ the runtime's own;
+	// a path in both is the runtime's.
 	var items []item
-	files := filepath.Join(b.srcDir, "files")
+	for _, sub := range []string{"files", "files-" + b.runtime} {
+		var err error
+		if items, err = addFiles(items, filepath.Join(b.srcDir, sub)); err != nil {
+			return nil, err
+		}
+	}
+	items = dedupe(items)
+
+	bin := func(dest, src string) error {
+		info, err := os.Stat(src)
+		if err != nil {
+			return fmt.Errorf("node image input: %w", err)
+		}
+		if !info.Mode().IsRegular() || info.Mode()&0o111 == 0 {
+			return fmt.Errorf("node image input %s is not an executable file", src)
+		}
+		items = append(items, item{dest: dest, src: src, mode: 0o755})
+		return nil
+	}
+	for _, name := range []string{"kubelet", "kubeadm", "kubectl"} {
+		if err := bin("usr/bin/"+name, filepath.Join(b.kubeDir, name)); err != nil {
+			return nil, err
+		}
+	}
+	switch b.runtime {
+	case runtimeBerth:
+		// berth finds its monitor and pause next to itself.
+		for _, name := range []string{"berth", "berth-monitor", "berth-pause"} {
+			if err := bin("usr/local/bin/"+name, filepath.Join(b.berthDir, name)); err != nil {
+				return nil, err
+			}
+		}
+		// The containerd and ctr stand-ins kind's `kind load` and `kind export
+		// logs` call, once cmd/berth-ctr exists.
+		if ctr := filepath.Join(b.berthDir, "berth-ctr"); fileExists(ctr) {
+			if err := bin("usr/local/bin/berth-ctr", ctr); err != nil {
+				return nil, err
+			}
+			items = append(items, item{dest: "usr/local/bin/ctr", link: "berth-ctr"},
+				item{dest: "usr/local/bin/containerd", link: "berth-ctr"})
+		} else {
+			b.log.Warn("no berth-ctr: the image has no containerd/ctr stand-ins (kind load will not work)", "dir", b.berthDir)
+		}
+	case runtimeContainerd:
+		// kindest/node's paths: containerd and its tools in /usr/local/bin,
+		// runc in /usr/local/sbin (the shim finds it on PATH).
+		for _, name := range []string{"containerd", "containerd-shim-runc-v2", "ctr"} {
+			if err := bin("usr/local/bin/"+name, filepath.Join(b.containerdDir, name)); err != nil {
+				return nil, err
+			}
+		}
+		if err := bin("usr/local/sbin/runc", b.runc); err != nil {
+			return nil, err
+		}
+	}
+	if err := bin("usr/local/bin/crictl", b.crictl); err != nil {
+		return nil, err
+	}
+	plugins, err := os.ReadDir(b.cniDir)
+	if err != nil {
+		return nil, fmt.Errorf("list CNI plugins: %w", err)
+	}
+	for _, p := range plugins {
+		if p.Type().IsRegular() {
+			if err := bin("opt/cni/bin/"+p.Name(), filepath.Join(b.cniDir, p.Name())); err != nil {
+				return nil, err
+			}
+		}
+	}
+
+	for _, d := range emptyDirs {
+		items = append(items, item{dest: d, mode: fs.ModeDir | 0o755})
+	}
+	// kind reads the node's Kubernetes version from /kind/version.
+	items = append(items, item{dest: "kind/version", data: []byte(b.kubeVersion + "\n"), mode: 0o644})
+	if b.runtime == runtimeBerth {
+		conf, err := b.berthConfig(ctx)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, item{dest: "etc/berth/config.toml", data: conf, mode: 0o644})
+	}
+
+	for _, u := range enabledUnits[b.runtime] {
+		items = append(items, item{dest: "etc/systemd/system/multi-user.target.wants/" + u, link: "/etc/systemd/system/" + u})
+	}
+	for alias, u := range unitAliases[b.runtime] {
+		items = append(items, item{dest: "etc/systemd/system/" + alias, link: "/etc/systemd/system/" + u})
+	}
+	for _, u := range maskedUnits {
+		items = append(items, item{dest: "etc/systemd/system/" + u, link: "/dev/null"})
+	}
+	slices.SortStableFunc(items, func(a, b item) int { return strings.Compare(a.dest, b.dest) })
+	return items, nil
+}
+
+// addFiles appends the files, directories and links under dir (which
+// must exist) as items.
+func addFiles(items []item, dir string) ([]item, error) {
+	files := dir
 	err := filepath.WalkDir(files, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || p == files {
 			return err
@@ -157,76 +267,22 @@ func (b *builder) items(ctx context.Context) ([]item, error) {
 		return nil, fmt.Errorf("list %s: %w", files, err)
 	}
 
-	bin := func(dest, src string) error {
-		info, err := os.Stat(src)
-		if err != nil {
-			return fmt.Errorf("node image input: %w", err)
-		}
-		if !info.Mode().IsRegular() || info.Mode()&0o111 == 0 {
-			return fmt.Errorf("node image input %s is not an executable file", src)
-		}
-		items = append(items, item{dest: dest, src: src, mode: 0o755})
-		return nil
-	}
-	for _, name := range []string{"kubelet", "kubeadm", "kubectl"} {
-		if err := bin("usr/bin/"+name, filepath.Join(b.kubeDir, name)); err != nil {
-			return nil, err
-		}
-	}
-	// berth finds its monitor and pause next to itself.
-	for _, name := range []string{"berth", "berth-monitor", "berth-pause"} {
-		if err := bin("usr/local/bin/"+name, filepath.Join(b.berthDir, name)); err != nil {
-			return nil, err
-		}
-	}
-	// The containerd and ctr stand-ins kind's `kind load` and `kind export
-	// logs` call, once cmd/berth-ctr exists.
-	if ctr := filepath.Join(b.berthDir, "berth-ctr"); fileExists(ctr) {
-		if err := bin("usr/local/bin/berth-ctr", ctr); err != nil {
-			return nil, err
-		}
-		items = append(items, item{dest: "usr/local/bin/ctr", link: "berth-ctr"},
-			item{dest: "usr/local/bin/containerd", link: "berth-ctr"})
-	} else {
-		b.log.Warn("no berth-ctr: the image has no containerd/ctr stand-ins (kind load will not work)", "dir", b.berthDir)
-	}
-	if err := bin("usr/local/bin/crictl", b.crictl); err != nil {
-		return nil, err
-	}
-	plugins, err := os.ReadDir(b.cniDir)
-	if err != nil {
-		return nil, fmt.Errorf("list CNI plugins: %w", err)
-	}
-	for _, p := range plugins {
-		if p.Type().IsRegular() {
-			if err := bin("opt/cni/bin/"+p.Name(), filepath.Join(b.cniDir, p.Name())); err != nil {
-				return nil, err
-			}
-		}
-	}
-
-	for _, d := range emptyDirs {
-		items = append(items, item{dest: d, mode: fs.ModeDir | 0o755})
-	}
-	// kind reads the node's Kubernetes version from /kind/version.
-	items = append(items, item{dest: "kind/version", data: []byte(b.kubeVersion + "\n"), mode: 0o644})
-	conf, err := b.berthConfig(ctx)
-	if err != nil {
-		return nil, err
-	}
-	items = append(items, item{dest: "etc/berth/config.toml", data: conf, mode: 0o644})
-
-	for _, u := range enabledUnits {
-		items = append(items, item{dest: "etc/systemd/system/multi-user.target.wants/" + u, link: "/etc/systemd/system/" + u})
-	}
-	for alias, u := range unitAliases {
-		items = append(items, item{dest: "etc/systemd/system/" + alias, link: "/etc/systemd/system/" + u})
-	}
-	for _, u := range maskedUnits {
-		items = append(items, item{dest: "etc/systemd/system/" + u, link: "/dev/null"})
-	}
-	slices.SortStableFunc(items, func(a, b item) int { return strings.Compare(a.dest, b.dest) })
 	return items, nil
+}
+
+// dedupe keeps the last item of each destination.
+func dedupe(items []item) []item {
+	last := map[string]int{}
+	for i, it := range items {
+		last[it.dest] = i
+	}
+	var out []item
+	for i, it := range items {
+		if last[it.dest] == i {
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 // configKeys are the keys of /etc/berth/config.toml in a node, each with
@@ -302,7 +358,7 @@ func (b *builder) preloads() ([]string, error) {
 // preload imports the archives into the image's berth store, pinned (the
 // kubelet's image GC never removes them), under /var: kind mounts a
 // volume there that Docker fills from the image.
-func (b *builder) preload(ctx context.Context, root string, archives []string) error {
+func (b *builder) preload(ctx context.Context, _, root string, archives []string) error {
 	if len(archives) == 0 {
 		return nil
 	}
@@ -348,7 +404,7 @@ func checkStore(store string) error {
 // this program's sources, every item and every preloaded archive.
 func (b *builder) inputsHash(items []item, preloads []string) (string, error) {
 	h := sha256.New()
-	fmt.Fprintf(h, "rootfs %s\nkubernetes %s\n", rootfsKey(), b.kubeVersion)
+	fmt.Fprintf(h, "rootfs %s\nkubernetes %s\nruntime %s\n", rootfsKey(), b.kubeVersion, b.runtime)
 	sources, err := filepath.Glob(filepath.Join(b.srcDir, "*.go"))
 	if err != nil {
 		return "", err

@@ -8,9 +8,14 @@
 //
 // The image is kindest/node's equivalent with berth in containerd's place:
 // systemd, kubelet/kubeadm/kubectl, berth with its monitor and pause, the CNI
-// plugins, crictl, the entrypoint and units of files/, and the control
-// plane's images preloaded into berth's store under /var. hack/kind runs it;
-// docs/kind.md says what is in the image and why.
+// plugins, crictl, the entrypoint and units of files/ and files-berth/, and
+// the control plane's images preloaded into berth's store under /var.
+// With -runtime containerd it builds the image's containerd twin, for
+// side-by-side comparisons: the same root filesystem, binaries, CNI and
+// preloaded images, with containerd and runc in kindest/node's layout
+// (files-containerd/) and the images imported into containerd's k8s.io
+// namespace at build time. hack/kind runs it; docs/kind.md says what is in
+// the images and why.
 package main
 
 import (
@@ -45,17 +50,32 @@ func run(args []string) error {
 	fs.StringVar(&b.srcDir, "src", "", "this program's source directory: files/ is copied into the image, and the sources are inputs of the image's hash (required for build)")
 	fs.StringVar(&b.kubeVersion, "kubernetes-version", "", "Kubernetes version of the binaries, written to /kind/version (required for build)")
 	fs.StringVar(&b.kubeDir, "kubernetes-dir", "", "directory holding kubelet, kubeadm and kubectl (required for build)")
-	fs.StringVar(&b.berthDir, "berth-dir", "", "directory holding berth, berth-monitor, berth-pause and, if built, berth-ctr (required for build)")
+	fs.StringVar(&b.berthDir, "berth-dir", "", "directory holding berth, berth-monitor, berth-pause and, if built, berth-ctr (required for build with -runtime berth)")
 	fs.StringVar(&b.cniDir, "cni-dir", "", "directory of the CNI plugins (required for build)")
 	fs.StringVar(&b.crictl, "crictl", "", "the crictl binary (required for build)")
 	fs.StringVar(&b.imagesDir, "images", "", "directory of the images to preload (hack/kind-images: images.txt and one archive per image); empty: none")
-	fs.StringVar(&b.repo, "repo", "berth/node", "repository of the image's tag")
+	fs.StringVar(&b.runtime, "runtime", runtimeBerth, "the node's container runtime: berth, or containerd (the twin image)")
+	fs.StringVar(&b.containerdDir, "containerd-dir", "", "directory holding containerd, containerd-shim-runc-v2 and ctr (required with -runtime containerd; hack/install-containerd)")
+	fs.StringVar(&b.runc, "runc", "", "the runc binary (required with -runtime containerd)")
+	fs.StringVar(&b.repo, "repo", "", "repository of the image's tag (default berth/node, or berth/node-containerd for the twin)")
 	fs.BoolVar(&b.keepOld, "keep-old", false, "keep the older images of the repository (by default a build removes those no container uses)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if b.cacheDir == "" {
 		return errors.New("-cache is required")
+	}
+	switch b.runtime {
+	case runtimeBerth:
+		if b.repo == "" {
+			b.repo = "berth/node"
+		}
+	case runtimeContainerd:
+		if b.repo == "" {
+			b.repo = "berth/node-containerd"
+		}
+	default:
+		return fmt.Errorf("-runtime %q: want %s or %s", b.runtime, runtimeBerth, runtimeContainerd)
 	}
 	b.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 
@@ -70,10 +90,16 @@ func run(args []string) error {
 		fmt.Println(path)
 	case "build":
 		for name, v := range map[string]string{"-src": b.srcDir, "-kubernetes-version": b.kubeVersion,
-			"-kubernetes-dir": b.kubeDir, "-berth-dir": b.berthDir, "-cni-dir": b.cniDir, "-crictl": b.crictl} {
+			"-kubernetes-dir": b.kubeDir, "-cni-dir": b.cniDir, "-crictl": b.crictl} {
 			if v == "" {
 				return fmt.Errorf("%s is required", name)
 			}
+		}
+		if b.runtime == runtimeBerth && b.berthDir == "" {
+			return errors.New("-berth-dir is required")
+		}
+		if b.runtime == runtimeContainerd && (b.containerdDir == "" || b.runc == "") {
+			return errors.New("-runtime containerd needs -containerd-dir and -runc")
 		}
 		tag, err := b.build(ctx)
 		if err != nil {
@@ -101,8 +127,19 @@ type builder struct {
 	crictl      string
 	imagesDir   string
 	repo        string
-	keepOld     bool
+
+	runtime       string // runtimeBerth or runtimeContainerd
+	containerdDir string
+	runc          string
+
+	keepOld bool
 }
+
+// The node runtimes the builder knows.
+const (
+	runtimeBerth      = "berth"
+	runtimeContainerd = "containerd"
+)
 
 // scratch makes a temporary directory in the cache (on the same file
 // system as the results, so they are renamed into place).
