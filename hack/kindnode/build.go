@@ -580,7 +580,7 @@ ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]
 	}
 	// The build's image holds the layer; the base's tag is of no more use.
 	if err := docker(ctx, nil, nil, "rmi", base); err != nil {
-		b.log.Warn("cannot untag the imported rootfs", "image", base, "err", err)
+		b.log.Warn("cannot untag the imported rootfs", "image", base, "error", err)
 	}
 	return nil
 }
@@ -597,7 +597,7 @@ func (b *builder) removeOld(ctx context.Context, keep string) {
 			continue
 		}
 		if err := docker(ctx, nil, nil, "rmi", img); err != nil {
-			b.log.Info("older node image kept", "image", img, "err", err)
+			b.log.Info("older node image kept", "image", img, "error", err)
 		} else {
 			b.log.Info("older node image removed", "image", img)
 		}
