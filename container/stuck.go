@@ -12,6 +12,8 @@ import (
 
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
+
+	"github.com/berth-runtime/berth/internal/procstate"
 )
 
 // stuckProcesses says what of a container is left after a SIGKILL: each
@@ -32,16 +34,7 @@ func (s *Service) stuckProcesses(c *ctr) string {
 	if len(pids) == 0 {
 		return "no process found"
 	}
-	const most = 8
-	var parts []string
-	for i, pid := range pids {
-		if i == most {
-			parts = append(parts, fmt.Sprintf("and %d more", len(pids)-most))
-			break
-		}
-		parts = append(parts, describeProcess(pid))
-	}
-	return fmt.Sprintf("%d processes left: %s", len(pids), strings.Join(parts, ", "))
+	return fmt.Sprintf("%d processes left: %s", len(pids), procstate.DescribeAll(pids, 8))
 }
 
 // cgroupProcs lists the processes of the cgroup at path (relative to the
@@ -63,28 +56,6 @@ func cgroupProcs(path string) []int {
 		return pids
 	}
 	return nil
-}
-
-// describeProcess is "pid (comm) state in wchan", from /proc.
-func describeProcess(pid int) string {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return fmt.Sprintf("%d (gone)", pid)
-	}
-	s := string(data)
-	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-	if open < 0 || end < open || end+3 > len(s) {
-		return strconv.Itoa(pid)
-	}
-	comm, state := s[open+1:end], s[end+2:end+3]
-	out := fmt.Sprintf("%d (%s) %s", pid, comm, state)
-	if state == "D" {
-		out += " (uninterruptible sleep)"
-	}
-	if w, err := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", pid)); err == nil && len(w) > 0 && string(w) != "0" {
-		out += " in " + string(w)
-	}
-	return out
 }
 
 // unmountBelow detaches every mount at or below dirs, deepest first, each

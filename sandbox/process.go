@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/berth-runtime/berth/internal/procstate"
 )
 
 // ErrProcessGone is returned when the process a record names has exited,
@@ -126,12 +128,34 @@ func (p *Process) Stop(ctx context.Context, grace time.Duration) error {
 	if err := p.signal(unix.SIGKILL); err != nil {
 		return fmt.Errorf("kill pid %d: %w", p.pid, err)
 	}
+	// A killed init of a PID namespace ends once every member has: one
+	// in uninterruptible sleep (a read from a FUSE server that does not
+	// answer) holds it. The caller learns which, and where it waits.
+	t := time.NewTimer(killWait)
+	defer t.Stop()
 	select {
 	case <-p.done:
 		return nil
+	case <-t.C:
+		return fmt.Errorf("pid %d: %w: still running %s after SIGKILL: %s", p.pid, ErrStuck, killWait, p.stuck())
 	case <-ctx.Done():
-		return fmt.Errorf("wait for pid %d: %w", p.pid, ctx.Err())
+		return fmt.Errorf("wait for pid %d: %w: %s", p.pid, ctx.Err(), p.stuck())
 	}
+}
+
+// killWait is how long a SIGKILLed process may take to end.
+const killWait = 5 * time.Second
+
+// ErrStuck is a process that does not end after SIGKILL.
+var ErrStuck = errors.New("process stuck")
+
+// stuck describes the process and what is left in its PID namespace.
+func (p *Process) stuck() string {
+	out := procstate.Describe(p.pid)
+	if others := procstate.SamePIDNamespace(p.pid); len(others) > 0 {
+		out += fmt.Sprintf("; %d more in its PID namespace: %s", len(others), procstate.DescribeAll(others, 8))
+	}
+	return out
 }
 
 // Close releases the pidfd; Done is closed.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -55,7 +56,11 @@ const (
 func mountStuckFS(t testing.TB, dir string) *stuckFS {
 	t.Helper()
 	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skipf("no /dev/fuse: %v", err)
+		// A kernel with fuse as a module not loaded yet (kmod is one of
+		// hack/install-deps' packages).
+		if out, err := exec.Command("modprobe", "fuse").CombinedOutput(); err != nil {
+			t.Skipf("no /dev/fuse, and modprobe fuse failed: %v: %s", err, out)
+		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
