@@ -39,9 +39,10 @@ func TestCreateContainerRetriedAfterDeadline(t *testing.T) {
 	if status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("CreateContainer with a 1 s deadline on a 4 s create: %v, want DeadlineExceeded", err)
 	}
-	if _, err := os.Stat(marker); err != nil {
-		t.Fatalf("the create did not reach the slow step: %v", err)
-	}
+	// The slow step is reached in some 0.1 s; on a loaded machine the
+	// give-up may come before it, and name an earlier step.
+	_, statErr := os.Stat(marker)
+	atSlowStep := statErr == nil
 	// The retry comes while the first create still sleeps in it.
 	id := e.create(pod, podCfg, cfg)
 
@@ -52,7 +53,11 @@ func TestCreateContainerRetriedAfterDeadline(t *testing.T) {
 	if !strings.Contains(line, "code=DeadlineExceeded") && !strings.Contains(line, "code=Canceled") {
 		t.Errorf("log line %q: want code DeadlineExceeded or Canceled", line)
 	}
-	for _, want := range []string{"level=WARN", "pod=" + pod, `container_name="app (attempt 0)"`, `at step \"rootfs mount\"`, "container " + id} {
+	step := `at step \"`
+	if atSlowStep {
+		step = `at step \"rootfs mount\"`
+	}
+	for _, want := range []string{"level=WARN", "pod=" + pod, `container_name="app (attempt 0)"`, step, "container " + id} {
 		if !strings.Contains(line, want) {
 			t.Errorf("log line %q lacks %s", line, want)
 		}
