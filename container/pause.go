@@ -113,6 +113,15 @@ func (s *Service) startPauseContainer(ctx context.Context, ps *PauseSpec) (int, 
 // left without its monitor is killed (no one would record its exit) and
 // the error wraps ErrPauseGone.
 func (s *Service) AdoptPause(ctx context.Context, podID string, pid int, start uint64) error {
+	s.monMu.Lock()
+	silent := s.silent[podID]
+	delete(s.silent, podID)
+	s.monMu.Unlock()
+	if silent {
+		// Its monitor stayed silent for the containers a moment ago:
+		// waiting for it once more would only double the pod's delay.
+		return fmt.Errorf("pod %s: its monitor did not answer the containers' recovery: %w", podID, context.DeadlineExceeded)
+	}
 	m := s.newMonitor(podID)
 	gone := func(why string) error {
 		if pid > 0 && processStart(pid) == start {

@@ -148,6 +148,9 @@ func (s *Service) reattach(ctx context.Context, mon *podMonitor, ctrs []*ctr) {
 			// stands, and the watcher learns the rest when it answers.
 			s.log.Warn("pod monitor does not answer: container state as recorded", "container", rec.ID, "pod", rec.PodID, "after", monitorAnswerTimeout)
 			silent = true
+			s.monMu.Lock()
+			s.silent[rec.PodID] = true
+			s.monMu.Unlock()
 		case errors.Is(err, monitor.ErrUnreachable) || monitor.IsCode(err, monitor.CodeNotFound):
 			s.monitorGone(c)
 			continue

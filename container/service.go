@@ -125,6 +125,9 @@ type Service struct {
 
 	monMu    sync.Mutex
 	monitors map[string]*podMonitor
+	// silent are the pods whose monitor did not answer the containers'
+	// recovery: the pods' recovery, next, does not wait for it again.
+	silent map[string]bool
 }
 
 // New loads the containers of a previous run and reattaches to their
@@ -148,6 +151,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		runc:     filepath.Join(opts.State, "runc"),
 		ctrs:     map[string]*ctr{},
 		monitors: map[string]*podMonitor{},
+		silent:   map[string]bool{},
 	}
 	s.fs = fsguard.New(s.log, 0)
 	for _, d := range []string{s.dir, s.runc} {
