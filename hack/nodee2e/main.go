@@ -46,6 +46,7 @@ type options struct {
 	binDir    string
 	out       string
 	registry  string
+	certsD    string
 	berth     string
 	cniBinDir string
 	timeout   time.Duration
@@ -67,6 +68,7 @@ func main() {
 	flag.StringVar(&o.binDir, "bin-dir", os.Getenv("BERTH_KUBELET_DIR"), "directory holding e2e_node.test, kubelet and ginkgo")
 	flag.StringVar(&o.out, "out", filepath.Join(os.Getenv("BERTH_OUTPUT"), "node-e2e"), "report directory (emptied first)")
 	flag.StringVar(&o.registry, "registry", os.Getenv("BERTH_TEST_REGISTRY"), "host:port of the registry serving the test images (mirror of docker.io, registry.k8s.io ...)")
+	flag.StringVar(&o.certsD, "registry-config-path", os.Getenv("BERTH_TEST_E2E_CERTS_D"), "berth's registry_config_path (hosts.toml dirs; hack/registry --e2e writes one)")
 	flag.StringVar(&o.berth, "berth", os.Getenv("BERTH_BINARY"), "berth binary")
 	flag.StringVar(&o.cniBinDir, "cni-bin-dir", os.Getenv("BERTH_CNI_BIN_DIR"), "CNI plugin directory for berth")
 	flag.DurationVar(&o.timeout, "timeout", 3*time.Hour, "ginkgo suite timeout")
@@ -173,7 +175,7 @@ func run(ctx context.Context, log *slog.Logger, o options) (rc int, err error) {
 	case o.endpoint != "":
 		rt = &external{ep: o.endpoint}
 	case o.runtime == "berth":
-		rt = &berth{bin: o.berth, cniBinDir: o.cniBinDir, registry: o.registry, work: work, out: o.out}
+		rt = &berth{bin: o.berth, cniBinDir: o.cniBinDir, registry: o.registry, certsD: o.certsD, work: work, out: o.out}
 	case o.runtime == "containerd":
 		rt = &containerd{}
 	default:

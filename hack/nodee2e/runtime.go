@@ -68,6 +68,9 @@ const (
 // berth is a berth daemon on temp roots under work.
 type berth struct {
 	bin, cniBinDir, registry, work, out string
+	// certsD is a registry_config_path directory (hack/registry --e2e
+	// writes one sending every registry's pulls to the test registry).
+	certsD string
 
 	cmd  *exec.Cmd
 	done chan struct{}
@@ -84,7 +87,11 @@ var registryHosts = []string{"docker.io", "registry.k8s.io", "gcr.io", "k8s.gcr.
 
 func (b *berth) config() (string, error) {
 	var c strings.Builder
-	fmt.Fprintf(&c, "address = %q\nroot = %q\nstate = %q\nlog_level = \"debug\"\n\n", filepath.Join(b.work, "berth.sock"), filepath.Join(b.work, "root"), filepath.Join(b.work, "state"))
+	fmt.Fprintf(&c, "address = %q\nroot = %q\nstate = %q\nlog_level = \"debug\"\n", filepath.Join(b.work, "berth.sock"), filepath.Join(b.work, "root"), filepath.Join(b.work, "state"))
+	if b.certsD != "" {
+		fmt.Fprintf(&c, "registry_config_path = %q\n", b.certsD)
+	}
+	c.WriteString("\n")
 	fmt.Fprintf(&c, "[cni]\nconf_dir = %q\nbin_dirs = [%q]\ndefault_network = true\ndefault_bridge = %q\ndefault_subnet = %q\n\n", filepath.Join(b.work, "net.d"), b.cniBinDir, berthBridge, berthSubnet)
 	for _, h := range registryHosts {
 		fmt.Fprintf(&c, "[registries.%q]\nmirrors = [\"http://%s\"]\n", h, b.registry)

@@ -254,11 +254,10 @@ func readReport(path string, focus, skip []string, skips []skipEntry) (*result, 
 	return res, nil
 }
 
+// firstLine is the start of a failure message on one line: gomega's
+// "Expected <x> to equal <y>" spans several.
 func firstLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
-	}
+	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > 300 {
 		s = s[:300] + "..."
 	}

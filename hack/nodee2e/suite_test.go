@@ -73,7 +73,7 @@ func TestReadReport(t *testing.T) {
 		t.Errorf("passed %d failed %d skipped %d notSelected %d bySkipList %v; want 1 2 1 3 map[GPU:1]",
 			res.passed, res.failed, res.skipped, res.notSelected, res.bySkipList)
 	}
-	want := "[sig-node] Probing should restart [NodeConformance] [failed] (probe.go:7, 3s): timed out"
+	want := "[sig-node] Probing should restart [NodeConformance] [failed] (probe.go:7, 3s): timed out more"
 	if len(res.failures) != 2 || !slices.Contains(res.failures, want) {
 		t.Errorf("failures = %q, want %q among 2", res.failures, want)
 	}
