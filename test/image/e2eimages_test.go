@@ -79,4 +79,32 @@ func TestE2EImagesByUpstreamName(t *testing.T) {
 			t.Errorf("agnhost %s --version logged %q, want its version", tag, log)
 		}
 	}
+
+	// What the specs do with them: nginx serves its default page on :80
+	// (the pod's network namespace is shared), agnhost's curl fetches it,
+	// and nonroot runs as 1234 by default.
+	web := e.Run(pod, podCfg, "nginx", "", func(c *runtimeapi.ContainerConfig) {
+		c.Image = &runtimeapi.ImageSpec{Image: "registry.k8s.io/e2e-test-images/nginx:1.27.0-2"}
+		c.Command = nil
+	})
+	pull(t, e.D, "registry.k8s.io/e2e-test-images/nonroot:1.5")
+	for _, tc := range []struct{ name, image, script, want string }{
+		{"curl", agnhost + "2.66.1", "for i in $(seq 50); do curl -fsS http://127.0.0.1/ && exit 0; sleep 0.1; done; exit 1", "Welcome to nginx!"},
+		{"nonroot", "registry.k8s.io/e2e-test-images/nonroot:1.5", "id -u", "1234\n"},
+	} {
+		id := e.Run(pod, podCfg, tc.name, tc.script, func(c *runtimeapi.ContainerConfig) {
+			c.Image = &runtimeapi.ImageSpec{Image: tc.image}
+		})
+		st := e.WaitExit(id, 30*time.Second)
+		log, err := os.ReadFile(filepath.Join(podCfg.LogDirectory, tc.name+".log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.GetExitCode() != 0 || !strings.Contains(string(log), tc.want) {
+			t.Errorf("%s in %s: exit code %d, log %q; want 0 and %q", tc.script, tc.image, st.GetExitCode(), log, tc.want)
+		}
+	}
+	if _, err := e.D.Runtime.StopContainer(framework.Ctx(t), &runtimeapi.StopContainerRequest{ContainerId: web, Timeout: 10}); err != nil {
+		t.Errorf("stop nginx: %v", err)
+	}
 }
