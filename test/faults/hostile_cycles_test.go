@@ -139,7 +139,8 @@ func hostileCycle(t *testing.T, e *framework.PodEnv, parent string, i int, dstat
 		c.Linux.Resources = &runtimeapi.LinuxContainerResources{CpuPeriod: 100000, CpuQuota: 20000}
 	}
 	ctrs := []string{
-		e.Run(pod, cfg, "noterm", "trap '' TERM; while :; do sleep 1; done", withNS),
+		// The ignored SIGTERM stays ignored through the exec.
+		e.Run(pod, cfg, "noterm", "trap '' TERM; exec sleep 100000", withNS),
 		e.Run(pod, cfg, "zombies", "for i in 1 2 3 4 5 6 7 8; do sleep 0 & done; exec sleep 100000", withNS),
 	}
 	var vol *stuckFS
@@ -151,13 +152,16 @@ func hostileCycle(t *testing.T, e *framework.PodEnv, parent string, i int, dstat
 			hostPathVolume(vol.Dir, "/vol")(c)
 		})
 	}
+	stuck := 0
+	if dstate {
+		// Hung before the bomb runs: a shell that cannot fork exits.
+		vol.Hang()
+		blockedIn(t, e, reader)
+	}
 	// Last: once it runs, the pod can fork no more.
 	ctrs = append(ctrs, e.Run(pod, cfg, "forkbomb", "f() { f | f & }; f & exec sleep 100000", slowCPU))
 	time.Sleep(300 * time.Millisecond) // let the bomb reach pids.max
-	stuck := 0
 	if dstate {
-		vol.Hang()
-		blockedIn(t, e, reader)
 		err := within(t, "StopContainer of a container in D", killGrace+stopSlack, func(ctx context.Context) error {
 			_, err := rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: reader, Timeout: int64(killGrace / time.Second)})
 			return err
