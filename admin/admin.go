@@ -1,6 +1,7 @@
 // Package admin is berth's private API: what a node needs beyond the CRI,
 // which has no call for it: loading image archives (kind load, node image
-// builds) and tagging images. It is HTTP on a unix socket beside the CRI
+// builds), tagging images and listing the pulls in flight with their
+// progress. It is HTTP on a unix socket beside the CRI
 // socket, <address>.admin, as containerd keeps its ttrpc socket beside its
 // gRPC one; the socket is root's alone (0600).
 //
@@ -41,12 +42,19 @@ func SocketPath(criAddress string) string { return criAddress + SocketSuffix }
 const (
 	ImportPath = "/v1/images/import" // POST, the archive as body; ?pinned=true
 	TagPath    = "/v1/images/tag"    // POST, a TagRequest
+	PullsPath  = "/v1/images/pulls"  // GET: the pulls in flight, a PullsResponse
 )
 
 // Images is what the API serves; *image.Service implements it.
 type Images interface {
 	Import(ctx context.Context, r io.Reader, opts image.ImportOptions) ([]image.Imported, error)
 	Tag(ctx context.Context, src, target string, force bool) (image.Image, error)
+	Pulls() []image.PullStatus
+}
+
+// PullsResponse lists the pulls in flight, oldest first.
+type PullsResponse struct {
+	Pulls []image.PullStatus `json:"pulls"`
 }
 
 // ImportResponse answers an import.
@@ -78,6 +86,7 @@ func NewHandler(images Images, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+ImportPath, h.importImages)
 	mux.HandleFunc("POST "+TagPath, h.tag)
+	mux.HandleFunc("GET "+PullsPath, h.pulls)
 	return mux
 }
 
@@ -120,6 +129,10 @@ func (h *handler) tag(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.reply(w, TagResponse{ID: img.ID, RepoTags: img.RepoTags})
+}
+
+func (h *handler) pulls(w http.ResponseWriter, r *http.Request) {
+	h.reply(w, PullsResponse{Pulls: h.images.Pulls()})
 }
 
 // status maps the image package's errors to HTTP statuses.

@@ -10,9 +10,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/berth-runtime/berth/image"
 )
@@ -23,7 +25,10 @@ type fakeImages struct {
 	opts     image.ImportOptions
 	tagged   [2]string
 	tagForce bool
+	pulls    []image.PullStatus
 }
+
+func (f *fakeImages) Pulls() []image.PullStatus { return f.pulls }
 
 func (f *fakeImages) Import(ctx context.Context, r io.Reader, opts image.ImportOptions) ([]image.Imported, error) {
 	b, _ := io.ReadAll(r)
@@ -118,6 +123,23 @@ func TestTag(t *testing.T) {
 	}
 	if _, err := c.Tag(context.Background(), "", "x", false); err == nil || !strings.Contains(err.Error(), "required") {
 		t.Errorf("empty source: %v", err)
+	}
+}
+
+func TestPulls(t *testing.T) {
+	started := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	want := []image.PullStatus{{Ref: "example.com/x:1", Started: started, LayersDone: 1, LayersTotal: 3, BytesDone: 10, BytesTotal: 30, BytesPerSecond: 5}}
+	c := serve(t, &fakeImages{pulls: want})
+	got, err := c.Pulls(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("pulls %+v, want %+v", got, want)
+	}
+	got, err = serve(t, &fakeImages{}).Pulls(context.Background())
+	if err != nil || len(got) != 0 {
+		t.Errorf("no pulls: %+v, %v", got, err)
 	}
 }
 

@@ -83,6 +83,19 @@ func (c *Client) Tag(ctx context.Context, source, target string, force bool) (Ta
 	return resp, c.do(req, &resp)
 }
 
+// Pulls lists the daemon's pulls in flight.
+func (c *Client) Pulls(ctx context.Context) ([]image.PullStatus, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://berth"+PullsPath, nil)
+	if err != nil {
+		return nil, err
+	}
+	var resp PullsResponse
+	if err := c.do(req, &resp); err != nil {
+		return nil, err
+	}
+	return resp.Pulls, nil
+}
+
 func (c *Client) do(req *http.Request, out any) error {
 	resp, err := c.http.Do(req)
 	if err != nil {

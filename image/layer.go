@@ -69,11 +69,33 @@ func (s *Service) fetchLayer(ctx context.Context, puller *remote.Puller, repo na
 			return fmt.Errorf("layer %s: %w", l.Digest, classify(err))
 		}
 		defer rc.Close()
-		if err := s.unpackLayer(ctx, rc, l); err != nil {
+		prog, forget := s.layerCounter(l.ChainID)
+		defer forget()
+		if err := s.unpackLayer(ctx, &progressReader{r: rc, s: s, chain: l.ChainID, p: prog}, l); err != nil {
 			return fmt.Errorf("layer %s: %w", l.Digest, err)
 		}
 		return nil
 	})
+}
+
+// progressReader counts a layer download for the pulls waiting for it
+// and for the metrics.
+type progressReader struct {
+	r     io.Reader
+	s     *Service
+	chain string
+	p     *layerProgress
+}
+
+func (r *progressReader) Read(b []byte) (int, error) {
+	n, err := r.r.Read(b)
+	if n > 0 {
+		if r.p.done.Add(int64(n)) == int64(n) {
+			r.s.firstByte(r.chain)
+		}
+		r.s.metrics.addBytes(int64(n))
+	}
+	return n, err
 }
 
 type countingReader struct {
@@ -266,7 +288,7 @@ func (s *Service) unpin(chains []string) {
 	s.mu.Unlock()
 	s.emptyTrash(trash)
 	if err != nil {
-		s.log.Error("collect layers", "err", err)
+		s.log.Error("collect layers", "error", err)
 	}
 }
 
@@ -302,7 +324,7 @@ func (s *Service) collectLocked() ([]string, error) {
 		delete(s.layers, c)
 		aside := filepath.Join(s.layerDir, tempPrefix+"del-"+digestHex(c)+"-"+strconv.FormatInt(time.Now().UnixNano(), 36))
 		if err := os.Rename(s.layerPath(c), aside); err != nil {
-			s.log.Error("move collected layer aside", "layer", c, "err", err)
+			s.log.Error("move collected layer aside", "layer", c, "error", err)
 			continue
 		}
 		trash = append(trash, aside)
@@ -313,7 +335,7 @@ func (s *Service) collectLocked() ([]string, error) {
 func (s *Service) emptyTrash(dirs []string) {
 	for _, d := range dirs {
 		if err := os.RemoveAll(d); err != nil {
-			s.log.Error("remove collected layer", "dir", d, "err", err)
+			s.log.Error("remove collected layer", "dir", d, "error", err)
 		}
 	}
 }

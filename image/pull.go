@@ -50,7 +50,14 @@ func (s *Service) Pull(ctx context.Context, refStr string, auth *AuthConfig) (st
 }
 
 // pull is one run of Pull.
-func (s *Service) pull(ctx context.Context, ref Reference, auth *AuthConfig) (string, error) {
+func (s *Service) pull(ctx context.Context, ref Reference, auth *AuthConfig) (id string, err error) {
+	t := s.trackPull(ref.String())
+	stop := make(chan struct{})
+	go s.logProgress(t, stop)
+	defer func() {
+		close(stop)
+		s.endPull(ctx, t, err)
+	}()
 	// Layers unpacked from an endpoint that then failed stay pinned until
 	// the pull ends, so that the next endpoint reuses them.
 	var pinned []string
@@ -62,7 +69,7 @@ func (s *Service) pull(ctx context.Context, ref Reference, auth *AuthConfig) (st
 	var errs []error
 	for _, ep := range eps {
 		start := time.Now()
-		id, err := s.pullFrom(ctx, ref, ep, &pinned)
+		id, err := s.pullFrom(ctx, ref, ep, &pinned, t)
 		if err == nil {
 			s.log.Info("pulled image", "ref", ref.String(), "from", ep.String(), "id", id, "duration", time.Since(start))
 			return id, nil
@@ -70,7 +77,7 @@ func (s *Service) pull(ctx context.Context, ref Reference, auth *AuthConfig) (st
 		if ctx.Err() != nil {
 			return "", fmt.Errorf("pull %s: %w", ref, ctx.Err())
 		}
-		s.log.Warn("pull failed", "ref", ref.String(), "from", ep.String(), "err", err)
+		s.log.Warn("pull failed", "ref", ref.String(), "from", ep.String(), "error", err)
 		errs = append(errs, fmt.Errorf("from %s: %w", ep, err))
 	}
 	return "", pullError(ref, errs)
@@ -145,7 +152,7 @@ type pulled struct {
 	layers    []layerRef
 }
 
-func (s *Service) pullFrom(ctx context.Context, ref Reference, ep endpoint, pinned *[]string) (string, error) {
+func (s *Service) pullFrom(ctx context.Context, ref Reference, ep endpoint, pinned *[]string, t *pullTracker) (string, error) {
 	gref, err := ref.on(ep.host, ep.insecure)
 	if err != nil {
 		return "", err
@@ -164,6 +171,7 @@ func (s *Service) pullFrom(ctx context.Context, ref Reference, ep endpoint, pinn
 		return "", err
 	}
 
+	s.setLayers(t, p.layers)
 	chains := make([]string, len(p.layers))
 	for i, l := range p.layers {
 		chains[i] = l.ChainID

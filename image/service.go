@@ -52,6 +52,8 @@ type Options struct {
 	// zero means HostPlatform.
 	Platform v1.Platform
 	Logger   *slog.Logger
+	// Metrics records pulls; nil records nothing.
+	Metrics *Metrics
 	// Faults hangs a pull at a named step for crash tests; nil in
 	// production.
 	Faults *faultpoint.Point
@@ -72,6 +74,8 @@ type Service struct {
 	downloads        chan struct{}     // semaphore over layer downloads
 	flights          flights[struct{}] // layer downloads and unpacks, by chain ID
 	pulls            flights[string]   // whole pulls, by reference and credentials
+	progress         pullSet
+	metrics          *Metrics
 
 	content    *contentStore
 	imageRecs  *store.Records[imageRecord]
@@ -164,6 +168,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	s := &Service{
 		log:       log.With("component", "image"),
 		faults:    opts.Faults,
+		metrics:   opts.Metrics,
 		root:      opts.Root,
 		layerDir:  filepath.Join(opts.Root, "layers"),
 		platform:  platform,

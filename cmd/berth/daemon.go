@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/berth-runtime/berth/image"
 	"github.com/berth-runtime/berth/internal/cgroup"
 	"github.com/berth-runtime/berth/internal/config"
 	"github.com/berth-runtime/berth/internal/events"
@@ -141,7 +142,11 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 	// Crash tests arm one step (faultpoint.FromEnv); nil otherwise.
 	faults := faultpoint.FromEnv(log)
-	images, err := newImages(ctx, cfg, log, faults)
+	imageMetrics, err := image.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	images, err := newImages(ctx, cfg, log, faults, imageMetrics)
 	if err != nil {
 		return err
 	}

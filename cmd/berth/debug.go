@@ -165,7 +165,7 @@ func measureSteps(ctx context.Context, cfg *config.Config, ref string, n int, lo
 	if e.netns, err = network.NewNetNS(filepath.Join(cfg.State, "netns")); err != nil {
 		return nil, err
 	}
-	images, err := newImages(ctx, cfg, log, nil)
+	images, err := newImages(ctx, cfg, log, nil, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -15,7 +15,8 @@ import (
 
 // newImages opens the image store under <root>/image with the registry
 // settings of cfg.
-func newImages(ctx context.Context, cfg *config.Config, log *slog.Logger, faults *faultpoint.Point) (*image.Service, error) {
+// metrics is nil where nothing serves them (the offline commands).
+func newImages(ctx context.Context, cfg *config.Config, log *slog.Logger, faults *faultpoint.Point, metrics *image.Metrics) (*image.Service, error) {
 	stall := image.DefaultStallTimeout
 	if cfg.ImagePullStallTimeout != "" {
 		d, err := time.ParseDuration(cfg.ImagePullStallTimeout)
@@ -51,5 +52,6 @@ func newImages(ctx context.Context, cfg *config.Config, log *slog.Logger, faults
 		PinnedImages:           pinned,
 		Logger:                 log,
 		Faults:                 faults,
+		Metrics:                metrics,
 	})
 }

@@ -11,6 +11,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"text/tabwriter"
+	"time"
 
 	"github.com/berth-runtime/berth/admin"
 	"github.com/berth-runtime/berth/image"
@@ -19,6 +21,7 @@ import (
 
 const imagesUsage = `usage: berth images import [--pinned] [--address SOCKET | --root DIR] [FILE|-]...
        berth images tag [--force] [--address SOCKET | --root DIR] SOURCE NAME
+       berth images pulls [--address SOCKET]
 
 import loads image archives: what docker save writes (Docker 20.10's
 docker-archive, or the OCI layout of Docker 25 and later) or an OCI image
@@ -31,7 +34,12 @@ tag makes NAME name the image SOURCE refers to (an ID, a prefix of one, a
 tag or a digest). A NAME that names another image is moved only with
 --force.
 
-Both talk to the running daemon (the admin socket beside its CRI socket,
+pulls lists the daemon's pulls in flight: the reference, layers stored of
+the image's, compressed bytes done of the total, the rate since the first
+byte and the time since the pull began. Concurrent pulls of one image are
+one pull.
+
+They talk to the running daemon (the admin socket beside its CRI socket,
 --address or the config file's address). With --root DIR they work with no
 daemon on the store of a berth whose root is DIR, as a node image build
 preloads images; that is refused while a daemon uses DIR.
@@ -39,7 +47,7 @@ preloads images; that is refused while a daemon uses DIR.
 The daemon's --config, --address and --root apply as they do to it.`
 
 func imagesCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 || (args[0] != "import" && args[0] != "tag") {
+	if len(args) == 0 || (args[0] != "import" && args[0] != "tag" && args[0] != "pulls") {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 			fmt.Fprintln(stdout, imagesUsage)
 			return 0
@@ -70,6 +78,18 @@ func imagesCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+
+	if verb == "pulls" {
+		if offline || *pinned || *force || fs.NArg() != 0 {
+			fmt.Fprintln(stderr, "berth images pulls: takes no arguments and needs the daemon (no --root)")
+			return 2
+		}
+		if err := listPulls(ctx, admin.NewClient(cfg.Address), stdout); err != nil {
+			fmt.Fprintf(stderr, "berth images pulls: %v\n", err)
+			return 1
+		}
+		return 0
+	}
 
 	var imgs imageClient
 	if offline {
@@ -136,7 +156,7 @@ func openOffline(ctx context.Context, cfg *config.Config, stderr io.Writer) (*im
 		return nil, nil, fmt.Errorf("%w: a daemon uses this root; leave out --root to go through it", err)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	store, err := newImages(ctx, cfg, log, nil)
+	store, err := newImages(ctx, cfg, log, nil, nil)
 	if err != nil {
 		unlock()
 		return nil, nil, err
@@ -174,4 +194,32 @@ func importFiles(ctx context.Context, imgs imageClient, files []string, pinned b
 		}
 	}
 	return nil
+}
+
+func listPulls(ctx context.Context, c *admin.Client, stdout io.Writer) error {
+	pulls, err := c.Pulls(ctx)
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "REF\tLAYERS\tDONE\tTOTAL\tRATE\tELAPSED")
+	for _, p := range pulls {
+		fmt.Fprintf(w, "%s\t%d/%d\t%s\t%s\t%s/s\t%s\n", p.Ref, p.LayersDone, p.LayersTotal,
+			humanBytes(float64(p.BytesDone)), humanBytes(float64(p.BytesTotal)), humanBytes(p.BytesPerSecond),
+			time.Since(p.Started).Round(100*time.Millisecond))
+	}
+	return w.Flush()
+}
+
+func humanBytes(n float64) string {
+	units := []string{"B", "kB", "MB", "GB", "TB"}
+	i := 0
+	for n >= 1000 && i < len(units)-1 {
+		n /= 1000
+		i++
+	}
+	if i == 0 {
+		return fmt.Sprintf("%.0f%s", n, units[i])
+	}
+	return fmt.Sprintf("%.1f%s", n, units[i])
 }

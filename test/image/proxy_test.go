@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // proxy stands in front of a registry on loopback, counting what berth
@@ -22,8 +23,12 @@ type proxy struct {
 	manGets  map[string]int // manifest path (tag or digest) → GETs
 	failWith int            // answer everything with this status
 	cutAfter int64          // die once this many blob bytes have been sent in all
-	sent     int64
+	rate     int64          // blob bytes per second and connection; 0 is unthrottled
+	cutAt    []int64        // break the connection sending when the blob bytes sent in all pass each
+	noRange  bool           // drop Range headers: answer with the whole blob, as some registries do
+	sent     int64 // blob bytes read from upstream
 	dead     bool
+	first    time.Time // when the first blob byte went out
 }
 
 func newProxy(t *testing.T, upstream string) *proxy {
@@ -45,7 +50,7 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, upstream string) {
 	if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/manifests/") {
 		p.manGets[r.URL.Path]++
 	}
-	failWith, cutAfter, dead := p.failWith, p.cutAfter, p.dead
+	failWith, cutAfter, rate, dead, cuts, noRange := p.failWith, p.cutAfter, p.rate, p.dead, len(p.cutAt), p.noRange
 	p.mu.Unlock()
 	if dead {
 		panic(http.ErrAbortHandler)
@@ -60,6 +65,9 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, upstream string) {
 		return
 	}
 	out.Header = r.Header.Clone()
+	if noRange {
+		out.Header.Del("Range")
+	}
 	resp, err := http.DefaultTransport.RoundTrip(out)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
@@ -70,22 +78,50 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, upstream string) {
 		w.Header()[k] = v
 	}
 	w.WriteHeader(resp.StatusCode)
-	if !blob || cutAfter == 0 {
-		io.Copy(w, resp.Body)
+	if !blob || (cutAfter == 0 && rate == 0 && cuts == 0) {
+		if !blob {
+			io.Copy(w, resp.Body)
+			return
+		}
+		p.markFirst()
+		n, _ := io.Copy(w, resp.Body)
+		p.mu.Lock()
+		p.sent += n
+		p.mu.Unlock()
 		return
 	}
 	buf := make([]byte, 64<<10)
+	start, sentHere := time.Now(), int64(0)
 	for {
 		n, err := resp.Body.Read(buf)
 		p.mu.Lock()
 		p.sent += int64(n)
-		over := p.sent > cutAfter
+		over := cutAfter > 0 && p.sent > cutAfter
+		cut := len(p.cutAt) > 0 && p.sent > p.cutAt[0]
+		if cut {
+			p.cutAt = p.cutAt[1:]
+		}
 		p.mu.Unlock()
 		if over {
 			break
 		}
+		if cut {
+			// Part of this read goes out, then the connection breaks.
+			w.Write(buf[:n/2])
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler)
+		}
+		if n > 0 {
+			p.markFirst()
+		}
 		if _, werr := w.Write(buf[:n]); werr != nil || err != nil {
 			return
+		}
+		if sentHere += int64(n); rate > 0 {
+			w.(http.Flusher).Flush()
+			if ahead := time.Duration(sentHere*int64(time.Second)/rate) - time.Since(start); ahead > 0 {
+				time.Sleep(ahead)
+			}
 		}
 	}
 	w.(http.Flusher).Flush()
@@ -95,6 +131,14 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, upstream string) {
 	p.mu.Unlock()
 	p.srv.CloseClientConnections()
 	panic(http.ErrAbortHandler)
+}
+
+func (p *proxy) markFirst() {
+	p.mu.Lock()
+	if p.first.IsZero() {
+		p.first = time.Now()
+	}
+	p.mu.Unlock()
 }
 
 func (p *proxy) stats() (requests int, blobGets map[string]int) {
