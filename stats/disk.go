@@ -30,6 +30,7 @@ type diskUsage struct {
 	// stuckAfter is how long a background walk keeps its place among
 	// walks; past it, it is logged as blocked and others may go.
 	stuckAfter time.Duration
+	walk       func(dir string, at func(string)) (bytes, inodes uint64) // walk, or a test's
 
 	mu      sync.Mutex
 	entries map[string]*duEntry
@@ -56,7 +57,7 @@ func newDiskUsage(every time.Duration, log *slog.Logger) *diskUsage {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &diskUsage{every: every, log: log, walks: make(chan struct{}, 1), stuckAfter: 30 * time.Second, entries: map[string]*duEntry{}}
+	return &diskUsage{every: every, log: log, walks: make(chan struct{}, 1), stuckAfter: 30 * time.Second, walk: walk, entries: map[string]*duEntry{}}
 }
 
 // get returns dir's usage and when it was measured; an error, naming the
@@ -117,7 +118,7 @@ func (d *diskUsage) run(dir string, e *duEntry, w *duWalk, first bool) {
 		defer func() { <-d.walks }()
 	}
 	go func() {
-		b, n := walk(dir, func(p string) { w.cur.Store(&p) })
+		b, n := d.walk(dir, func(p string) { w.cur.Store(&p) })
 		took := time.Since(w.start)
 		d.mu.Lock()
 		e.bytes, e.inodes, e.at, e.walk = b, n, time.Now(), nil

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -228,6 +229,52 @@ func TestDiskUsage(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("background walk never updated the entry")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestDiskUsageStuckWalk: a first walk that does not return fails the
+// caller within a second, naming where it is stuck, and a second caller
+// at once; no second walk starts beside it; once it returns, its result
+// is served.
+func TestDiskUsageStuckWalk(t *testing.T) {
+	release := make(chan struct{})
+	var walks atomic.Int32
+	d := newDiskUsage(time.Hour, nil)
+	d.walk = func(dir string, at func(string)) (uint64, uint64) {
+		walks.Add(1)
+		at(dir + "/stuck")
+		<-release
+		return 4096, 1
+	}
+	ctx := context.Background()
+	start := time.Now()
+	_, _, _, err := d.get(ctx, "/layer", time.Now())
+	if err == nil || !strings.Contains(err.Error(), "/layer/stuck") || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("first get of a stuck layer: %v", err)
+	}
+	if took := time.Since(start); took > 2*firstWait {
+		t.Errorf("first get took %s", took)
+	}
+	start = time.Now()
+	if _, _, _, err := d.get(ctx, "/layer", time.Now()); err == nil || time.Since(start) > 100*time.Millisecond {
+		t.Errorf("second get: %v after %s, want an error at once", err, time.Since(start))
+	}
+	if n := walks.Load(); n != 1 {
+		t.Errorf("%d walks of a stuck dir, want 1", n)
+	}
+	close(release)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if b, _, _, err := d.get(ctx, "/layer", time.Now()); err == nil {
+			if b != 4096 {
+				t.Errorf("after the walk returned: %d bytes", b)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the walk's late result is never served")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
