@@ -231,14 +231,14 @@ func (s *hostState) restore(log *slog.Logger, work, kubelet string) int {
 			leak("mount left: unmounted", "path", m)
 		}
 		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil {
-			leak("could not unmount", "path", m, "err", err)
+			leak("could not unmount", "path", m, "error", err)
 		}
 	}
 	for k, v := range s.sysctls {
 		b, _ := os.ReadFile("/proc/sys/" + k)
 		if strings.TrimSpace(string(b)) != v {
 			if err := os.WriteFile("/proc/sys/"+k, []byte(v), 0o644); err != nil {
-				leak("sysctl not restored", "key", k, "value", v, "err", err)
+				leak("sysctl not restored", "key", k, "value", v, "error", err)
 			}
 		}
 	}
@@ -256,7 +256,7 @@ func (s *hostState) restore(log *slog.Logger, work, kubelet string) int {
 	slices.SortFunc(created, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
 	for _, p := range created {
 		if err := os.RemoveAll(p); err != nil {
-			leak("could not remove", "path", p, "err", err)
+			leak("could not remove", "path", p, "error", err)
 		}
 	}
 	for _, d := range kubeletCgroupDirs() {
@@ -272,7 +272,7 @@ func (s *hostState) restore(log *slog.Logger, work, kubelet string) int {
 	for _, l := range s.links {
 		if _, err := net.InterfaceByName(l); err == nil {
 			if out, err := exec.Command("ip", "link", "del", l).CombinedOutput(); err != nil {
-				leak("could not delete link", "link", l, "err", err, "out", string(out))
+				leak("could not delete link", "link", l, "error", err, "out", string(out))
 			}
 		}
 	}
@@ -359,7 +359,7 @@ func deleteChain(log *slog.Logger, c string) {
 	bin, table, chain := parts[0], parts[1], parts[2]
 	rules, err := exec.Command(bin, "-w", "-t", table, "-S").Output()
 	if err != nil {
-		log.Error("list rules", "bin", bin, "table", table, "err", err)
+		log.Error("list rules", "bin", bin, "table", table, "error", err)
 		return
 	}
 	for _, line := range strings.Split(string(rules), "\n") {
@@ -369,12 +369,12 @@ func deleteChain(log *slog.Logger, c string) {
 		args := splitRule(line)
 		args[0] = "-D"
 		if out, err := exec.Command(bin, append([]string{"-w", "-t", table}, args...)...).CombinedOutput(); err != nil {
-			log.Error("delete rule", "bin", bin, "table", table, "rule", line, "err", err, "out", string(out))
+			log.Error("delete rule", "bin", bin, "table", table, "rule", line, "error", err, "out", string(out))
 		}
 	}
 	for _, op := range []string{"-F", "-X"} {
 		if out, err := exec.Command(bin, "-w", "-t", table, op, chain).CombinedOutput(); err != nil {
-			log.Error("delete chain", "chain", c, "op", op, "err", err, "out", string(out))
+			log.Error("delete chain", "chain", c, "op", op, "error", err, "out", string(out))
 		}
 	}
 }
@@ -438,7 +438,7 @@ func deleteNATRulesNaming(log *slog.Logger, prefix string) []string {
 		}
 		args[0] = "-D"
 		if out, err := exec.Command("iptables", append([]string{"-w", "-t", "nat"}, args...)...).CombinedOutput(); err != nil {
-			log.Error("delete nat rule", "rule", line, "err", err, "out", string(out))
+			log.Error("delete nat rule", "rule", line, "error", err, "out", string(out))
 		}
 	}
 	for c := range chains {
@@ -478,7 +478,7 @@ func removeCgroupTree(log *slog.Logger, dir string) int {
 			}
 		}
 		if err != nil && !os.IsNotExist(err) {
-			log.Error("LEAK: could not remove cgroup", "cgroup", p, "err", err)
+			log.Error("LEAK: could not remove cgroup", "cgroup", p, "error", err)
 			leaks++
 		}
 	}

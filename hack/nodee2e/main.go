@@ -86,7 +86,7 @@ func main() {
 	defer stop()
 	rc, err := run(ctx, log, o)
 	if err != nil {
-		log.Error("node-e2e", "err", err)
+		log.Error("node-e2e", "error", err)
 		if rc == 0 {
 			rc = 1
 		}

@@ -208,7 +208,7 @@ func ping(ctx context.Context, endpoint string) error {
 func removeAll(log *slog.Logger, endpoint string) int {
 	conn, err := dial(endpoint)
 	if err != nil {
-		log.Error("connect to the runtime for cleanup", "err", err)
+		log.Error("connect to the runtime for cleanup", "error", err)
 		return 1
 	}
 	defer conn.Close()
@@ -217,18 +217,18 @@ func removeAll(log *slog.Logger, endpoint string) int {
 	defer cancel()
 	resp, err := rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
 	if err != nil {
-		log.Error("list pod sandboxes for cleanup", "err", err)
+		log.Error("list pod sandboxes for cleanup", "error", err)
 		return 1
 	}
 	leaks := 0
 	for _, p := range resp.Items {
 		if _, err := rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.Id}); err != nil {
-			log.Error("LEAK: stop pod sandbox", "id", p.Id, "err", err)
+			log.Error("LEAK: stop pod sandbox", "id", p.Id, "error", err)
 			leaks++
 			continue
 		}
 		if _, err := rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.Id}); err != nil {
-			log.Error("LEAK: remove pod sandbox", "id", p.Id, "err", err)
+			log.Error("LEAK: remove pod sandbox", "id", p.Id, "error", err)
 			leaks++
 		}
 	}
