@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"github.com/berth-runtime/berth/internal/faultpoint"
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
@@ -46,7 +44,7 @@ func (s *Service) hasLayer(chainID string) bool {
 
 // fetchLayer makes sure layer l is unpacked in the store. Concurrent
 // callers for the same layer share one download.
-func (s *Service) fetchLayer(ctx context.Context, puller *remote.Puller, repo name.Repository, l layerRef) error {
+func (s *Service) fetchLayer(ctx context.Context, blobs func() (*blobSource, error), l layerRef) error {
 	return doErr(ctx, &s.flights, l.ChainID, func(ctx context.Context) error {
 		if s.hasLayer(l.ChainID) {
 			return nil
@@ -60,13 +58,13 @@ func (s *Service) fetchLayer(ctx context.Context, puller *remote.Puller, repo na
 		if s.hasLayer(l.ChainID) {
 			return nil
 		}
-		layer, err := puller.Layer(ctx, repo.Digest(l.Digest))
+		src, err := blobs()
 		if err != nil {
 			return fmt.Errorf("layer %s: %w", l.Digest, err)
 		}
-		rc, err := layer.Compressed()
-		if err != nil {
-			return fmt.Errorf("layer %s: %w", l.Digest, classify(err))
+		rc := newBlobReader(ctx, src.client, src.base+l.Digest, l.Digest, l.Size, s.metrics)
+		rc.onDrop = func(off int64, err error) {
+			s.log.Info("layer download interrupted, resuming", "layer", l.Digest, "at", off, "of", l.Size, "error", err)
 		}
 		defer rc.Close()
 		prog, forget := s.layerCounter(l.ChainID)
@@ -78,8 +76,7 @@ func (s *Service) fetchLayer(ctx context.Context, puller *remote.Puller, repo na
 	})
 }
 
-// progressReader counts a layer download for the pulls waiting for it
-// and for the metrics.
+// progressReader counts a layer download for the pulls waiting for it.
 type progressReader struct {
 	r     io.Reader
 	s     *Service
@@ -93,7 +90,6 @@ func (r *progressReader) Read(b []byte) (int, error) {
 		if r.p.done.Add(int64(n)) == int64(n) {
 			r.s.firstByte(r.chain)
 		}
-		r.s.metrics.addBytes(int64(n))
 	}
 	return n, err
 }
@@ -135,8 +131,9 @@ func decompress(br *bufio.Reader) (io.ReadCloser, error) {
 }
 
 // unpackLayer streams the compressed blob rc into a temp directory, checks
-// the compressed size and digest (go-containerregistry checks the digest
-// at EOF) and the diff ID, then renames the directory into the store.
+// the compressed size and the diff ID (the blob's digest is rc's to
+// check: blobReader at EOF, an import before it starts), then renames the
+// directory into the store.
 func (s *Service) unpackLayer(ctx context.Context, rc io.Reader, l layerRef) (err error) {
 	tmp, err := os.MkdirTemp(s.layerDir, tempPrefix+digestHex(l.ChainID)+"-")
 	if err != nil {

@@ -8,9 +8,12 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
@@ -179,19 +182,46 @@ func (s *Service) pullFrom(ctx context.Context, ref Reference, ep endpoint, pinn
 	s.pin(chains)
 	*pinned = append(*pinned, chains...)
 
-	repo := gref.Context()
+	blobs := s.blobClient(ctx, ep, gref.Context())
 	g, gctx := errgroup.WithContext(ctx)
 	for _, l := range p.layers {
 		if s.hasLayer(l.ChainID) {
 			continue
 		}
-		g.Go(func() error { return s.fetchLayer(gctx, puller, repo, l) })
+		g.Go(func() error { return s.fetchLayer(gctx, blobs, l) })
 	}
 	if err := g.Wait(); err != nil {
 		return "", err
 	}
 	s.faults.Hit(faultpoint.PullLayersCommitted, ref.String())
 	return s.commitImage(ref, p)
+}
+
+// blobClient makes, on first use, the client layer downloads of one pull
+// from ep go through: authenticated for pulls from repo (go-containerregistry's
+// token handshake), over the endpoint's stall-guarded transport.
+func (s *Service) blobClient(ctx context.Context, ep endpoint, repo name.Repository) func() (*blobSource, error) {
+	return sync.OnceValues(func() (*blobSource, error) {
+		auth := ep.auth
+		if auth == nil {
+			auth = authn.Anonymous
+		}
+		rt, err := transport.NewWithContext(ctx, repo.Registry, auth,
+			transport.NewUserAgent(s.endpointTransport(ep), userAgent), []string{repo.Scope(transport.PullScope)})
+		if err != nil {
+			return nil, fmt.Errorf("registry %s: %w", ep, classify(err))
+		}
+		return &blobSource{
+			client: &http.Client{Transport: rt},
+			base:   repo.Registry.Scheme() + "://" + repo.RegistryStr() + "/v2/" + repo.RepositoryStr() + "/blobs/",
+		}, nil
+	})
+}
+
+// blobSource is where one pull's layers come from.
+type blobSource struct {
+	client *http.Client
+	base   string // URL of the repository's blobs, with a trailing /
 }
 
 // resolve fetches and checks the manifest (choosing the platform from an
