@@ -28,7 +28,7 @@ import (
 //     for the supplemental-groups specs. Two versions with different image
 //     ids: the image-update specs change a pod from one to the other.
 //   - busybox:1.37.0-2 (and 1.36.1-1, hard-coded by the memory QoS specs):
-//     the critest busybox (images.go). ipc-utils:1.4 (the host IPC specs run
+//     the critest busybox (images.go) with /bin/nmeter (onE2EBusybox). ipc-utils:1.4 (the host IPC specs run
 //     ipcs in it) is the same image: it carries util-linux's ipcs.
 //   - nginx:1.27.0-2 and nginx:1.28.0-2: a web server on :80 serving a
 //     default page, two distinct images (pod-update specs).
@@ -57,7 +57,14 @@ const e2eRepo = "e2e-test-images/"
 // agnhostLayers are an agnhost image's layers: the userland, the fake
 // registry's files, then the tag's binary.
 func agnhostLayers(tag string, fakeRegistry layerSource) []layerSource {
-	return onBusybox(rootfsLayer{"e2e-userland"}, rootfsLayer{"coredns"}, rootfsLayer{"agnhost-files"}, fakeRegistry, rootfsLayer{"agnhost-" + tag})
+	return onE2EBusybox(rootfsLayer{"e2e-userland"}, rootfsLayer{"coredns"}, rootfsLayer{"agnhost-files"}, fakeRegistry, rootfsLayer{"agnhost-" + tag})
+}
+
+// onE2EBusybox is onBusybox with /bin/nmeter (hack/images/nmeter) over it:
+// the container lifecycle specs stamp their lines with it, and Debian's
+// busybox has no nmeter applet.
+func onE2EBusybox(layers ...layerSource) []layerSource {
+	return onBusybox(append([]layerSource{rootfsLayer{"nmeter"}}, layers...)...)
 }
 
 // fakeRegistryLayer is what `agnhost fake-registry-server` serves, in the
@@ -145,7 +152,7 @@ func e2eNginx(tag string) imageSpec {
 		refs:     []string{e2eRepo + "nginx:" + tag},
 		platform: linuxAMD64,
 		config:   cfg,
-		layers: onBusybox(rootfsLayer{"nginx"}, entriesLayer{"the default page", []entry{
+		layers: onE2EBusybox(rootfsLayer{"nginx"}, entriesLayer{"the default page", []entry{
 			dir("usr"), dir("usr/share"), dir("usr/share/nginx"), dir("usr/share/nginx/html"),
 			file("usr/share/nginx/html/index.html", "<!DOCTYPE html>\n<html>\n<head><title>Welcome to nginx!</title></head>\n"+
 				"<body>\n<h1>Welcome to nginx!</h1>\n<p>If you see this page, the nginx web server is successfully installed and working.</p>\n</body>\n</html>\n"),
@@ -198,7 +205,7 @@ func e2eImages(v e2eVersions, fakeRegistry layerSource) []imageSpec {
 			refs:     []string{e2eRepo + "busybox:1.37.0-2", e2eRepo + "busybox:1.36.1-1", e2eRepo + "ipc-utils:1.4"},
 			platform: linuxAMD64,
 			config:   busyboxConfig(),
-			layers:   onBusybox(),
+			layers:   onE2EBusybox(),
 		},
 		e2eNginx("1.27.0-2"),
 		e2eNginx("1.28.0-2"),
@@ -207,21 +214,21 @@ func e2eImages(v e2eVersions, fakeRegistry layerSource) []imageSpec {
 			refs:     []string{e2eRepo + "nonewprivs:1.4"},
 			platform: linuxAMD64,
 			config:   v1.Config{Cmd: []string{"nnp"}, Env: []string{defaultPath}},
-			layers:   onBusybox(rootfsLayer{"nonewprivs"}),
+			layers:   onE2EBusybox(rootfsLayer{"nonewprivs"}),
 		},
 		imageSpec{
 			name:     "e2e-nonroot",
 			refs:     []string{e2eRepo + "nonroot:1.5"},
 			platform: linuxAMD64,
 			config:   nonroot,
-			layers:   onBusybox(),
+			layers:   onE2EBusybox(),
 		},
 		imageSpec{
 			name:     "e2e-glibc-dns-testing",
 			refs:     []string{e2eRepo + "glibc-dns-testing:2.1.1"},
 			platform: linuxAMD64,
 			config:   v1.Config{Cmd: []string{"bash"}, Env: []string{defaultPath}},
-			layers:   onBusybox(rootfsLayer{"e2e-userland"}, rootfsLayer{"coredns"}),
+			layers:   onE2EBusybox(rootfsLayer{"e2e-userland"}, rootfsLayer{"coredns"}),
 		},
 	)
 	if len(v.agnhost) > 0 {
