@@ -82,7 +82,8 @@ func TestE2EImagesByUpstreamName(t *testing.T) {
 
 	// What the specs do with them: nginx serves its default page on :80
 	// (the pod's network namespace is shared), agnhost's curl fetches it,
-	// and nonroot runs as 1234 by default.
+	// nonroot runs as 1234 by default, busybox stamps lines as the
+	// lifecycle specs do.
 	web := e.Run(pod, podCfg, "nginx", "", func(c *runtimeapi.ContainerConfig) {
 		c.Image = &runtimeapi.ImageSpec{Image: "registry.k8s.io/e2e-test-images/nginx:1.27.0-2"}
 		c.Command = nil
@@ -91,6 +92,9 @@ func TestE2EImagesByUpstreamName(t *testing.T) {
 	for _, tc := range []struct{ name, image, script, want string }{
 		{"curl", agnhost + "2.66.1", "for i in $(seq 50); do curl -fsS http://127.0.0.1/ && exit 0; sleep 0.1; done; exit 1", "Welcome to nginx!"},
 		{"nonroot", "registry.k8s.io/e2e-test-images/nonroot:1.5", "id -u", "1234\n"},
+		// The container lifecycle specs' time stamp (nmeter, not in
+		// Debian's busybox): milliseconds, RFC 3339.
+		{"stamp", "registry.k8s.io/e2e-test-images/busybox:1.37.0-2", "echo `date -u +%FT$(nmeter -d0 '%3t' | head -n1)Z` | grep -E '^[0-9-]{10}T[0-9:]{8}[.][0-9]{3}Z$'", "Z\n"},
 	} {
 		id := e.Run(pod, podCfg, tc.name, tc.script, func(c *runtimeapi.ContainerConfig) {
 			c.Image = &runtimeapi.ImageSpec{Image: tc.image}
