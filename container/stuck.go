@@ -34,7 +34,13 @@ func (s *Service) stuckProcesses(c *ctr) string {
 	if len(pids) == 0 {
 		return "no process found"
 	}
-	return fmt.Sprintf("%d processes left: %s", len(pids), procstate.DescribeAll(pids, 8))
+	desc := procstate.DescribeAll(pids, 8)
+	if !slices.ContainsFunc(pids, procstate.Alive) {
+		// Gone by now: the exit is under way in the monitor (it removes
+		// the cgroup and drains the output before it reports).
+		return fmt.Sprintf("its processes have just exited (%s), the pod's monitor has not reported the exit yet", desc)
+	}
+	return fmt.Sprintf("%d processes left: %s", len(pids), desc)
 }
 
 // cgroupProcs lists the processes of the cgroup at path (relative to the

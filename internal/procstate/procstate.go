@@ -32,6 +32,12 @@ func Describe(pid int) string {
 	return out
 }
 
+// Alive reports whether pid is a process that has not been reaped.
+func Alive(pid int) bool {
+	_, _, ok := stat(pid)
+	return ok
+}
+
 // DescribeAll describes up to most of pids, then says how many more.
 func DescribeAll(pids []int, most int) string {
 	var parts []string
