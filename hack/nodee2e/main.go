@@ -153,7 +153,7 @@ func run(ctx context.Context, log *slog.Logger, o options) (rc int, err error) {
 	}
 	leaks := 0
 	defer func() {
-		leaks += host.restore(log, work, filepath.Join(o.binDir, "kubelet"))
+		leaks += host.restore(log, work, filepath.Join(work, "suite", "kubelet"))
 		if leaks > 0 {
 			log.Error("the run left things behind (removed; see above)", "leaks", leaks)
 			if rc == 0 {

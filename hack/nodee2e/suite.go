@@ -119,9 +119,27 @@ func runSuite(ctx context.Context, log *slog.Logger, o options, skips []skipEntr
 	for _, s := range skips {
 		args = append(args, "--skip", s.re)
 	}
-	args = append(args, filepath.Join(o.binDir, "e2e_node.test"), "--")
+	// ginkgo runs a precompiled suite in the binary's directory, and the
+	// suite writes its kubeconfig, kubelet config and static pod dirs to
+	// its working directory and starts the kubelet beside itself: both are
+	// links in a directory of this run.
+	suiteDir := o.out
+	if env != nil {
+		suiteDir = filepath.Join(env.work, "suite")
+	}
+	if err := os.MkdirAll(suiteDir, 0o755); err != nil {
+		return nil, err
+	}
+	for _, b := range []string{"e2e_node.test", "kubelet"} {
+		os.Remove(filepath.Join(suiteDir, b))
+		if err := os.Symlink(filepath.Join(o.binDir, b), filepath.Join(suiteDir, b)); err != nil {
+			return nil, err
+		}
+	}
+	args = append(args, filepath.Join(suiteDir, "e2e_node.test"), "--")
 	logPath := filepath.Join(o.out, "ginkgo.log")
 	cmd := exec.CommandContext(ctx, filepath.Join(o.binDir, "ginkgo"))
+	cmd.Dir = suiteDir
 	if env != nil {
 		path, err := pathDir(env.work)
 		if err != nil {
@@ -144,10 +162,7 @@ func runSuite(ctx context.Context, log *slog.Logger, o options, skips []skipEntr
 			"--dns-domain=cluster.local",
 			"--report-dir="+o.out,
 		)
-		cmd.Dir = env.work
 		cmd.Env = append(os.Environ(), "PATH="+path)
-	} else {
-		cmd.Dir = o.out
 	}
 	args = append(args, o.testArgs...)
 	cmd.Args = append(cmd.Args, args...)
