@@ -90,7 +90,8 @@ type sample struct {
 	Round               int
 	NodesReadyS         float64            `json:"nodes_ready_s"`
 	CoreDNSReadyS       float64            `json:"coredns_ready_s"`
-	MemMiB              map[string]float64 `json:"mem_mib"` // node role -> working set
+	MemMiB              map[string]float64 `json:"mem_mib"`  // node role -> working set
+	AnonMiB             map[string]float64 `json:"anon_mib"` // node role -> anonymous memory (rss)
 	RolloutS            float64            `json:"rollout_s"`
 	DeleteS             float64            `json:"delete_s"`
 	KindLoadS           float64            `json:"kind_load_s"`
@@ -155,7 +156,8 @@ func logf(format string, args ...any) {
 
 // round creates a cluster of the image, measures it and deletes it.
 func (c *config) round(ctx context.Context, name, tag string, r int) (sample, error) {
-	s := sample{Image: name, Tag: tag, Round: r, Cluster: fmt.Sprintf("kb-%s-%d", name, r), MemMiB: map[string]float64{}}
+	s := sample{Image: name, Tag: tag, Round: r, Cluster: fmt.Sprintf("kb-%s-%d", name, r),
+		MemMiB: map[string]float64{}, AnonMiB: map[string]float64{}}
 	dir, err := os.MkdirTemp("", "kindbench-")
 	if err != nil {
 		return s, err
@@ -204,17 +206,17 @@ func (c *config) round(ctx context.Context, name, tag string, r int) (sample, er
 		return s, ctx.Err()
 	}
 	for _, node := range []string{"control-plane", "worker", "worker2"} {
-		mib, err := nodeMemory(ctx, s.Cluster+"-"+node)
+		ws, anon, err := nodeMemory(ctx, s.Cluster+"-"+node)
 		if err != nil {
 			return s, err
 		}
-		s.MemMiB[node] = mib
+		s.MemMiB[node], s.AnonMiB[node] = ws, anon
 	}
 
 	if s.RolloutS, s.DeleteS, err = c.rollout(ctx, kubeconfig); err != nil {
 		return s, err
 	}
-	logf("%s: memory %v MiB; rollout of %d %.1fs, gone %.1fs", s.Cluster, s.MemMiB, c.replicas, s.RolloutS, s.DeleteS)
+	logf("%s: memory %v MiB (anon %v); rollout of %d %.1fs, gone %.1fs", s.Cluster, s.MemMiB, s.AnonMiB, c.replicas, s.RolloutS, s.DeleteS)
 
 	t := time.Now()
 	if _, err := output(ctx, nil, c.kind, "load", "docker-image", c.loadImage, "--name", s.Cluster,
@@ -299,42 +301,47 @@ func (c *config) criStart(ctx context.Context, node string) (float64, error) {
 	return median(res.StartMS), nil
 }
 
-// nodeMemory reads a node container's cgroup: usage minus inactive file
-// cache, as `docker stats` counts it, on cgroup v1 or v2.
-func nodeMemory(ctx context.Context, node string) (float64, error) {
+// nodeMemory reads a node container's cgroup, on cgroup v1 or v2: its
+// working set (usage minus inactive file cache, as `docker stats` counts
+// it) and its anonymous memory (rss), which no page cache blurs.
+func nodeMemory(ctx context.Context, node string) (float64, float64, error) {
 	id, err := output(ctx, nil, "docker", "inspect", "--format", "{{.Id}}", node)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	id = strings.TrimSpace(id)
 	for _, d := range []string{
 		"/sys/fs/cgroup/memory/docker/" + id, "/sys/fs/cgroup/memory/system.slice/docker-" + id + ".scope",
 		"/sys/fs/cgroup/docker/" + id, "/sys/fs/cgroup/system.slice/docker-" + id + ".scope",
 	} {
-		usageFile, inactiveKey := filepath.Join(d, "memory.usage_in_bytes"), "total_inactive_file"
+		usageFile, inactiveKey, anonKey := filepath.Join(d, "memory.usage_in_bytes"), "total_inactive_file", "total_rss"
 		if _, err := os.Stat(usageFile); err != nil {
-			usageFile, inactiveKey = filepath.Join(d, "memory.current"), "inactive_file"
+			usageFile, inactiveKey, anonKey = filepath.Join(d, "memory.current"), "inactive_file", "anon"
 			if _, err := os.Stat(usageFile); err != nil {
 				continue
 			}
 		}
 		usage, err := readInt(usageFile)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		stat, err := os.ReadFile(filepath.Join(d, "memory.stat"))
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
-		var inactive int64
+		var inactive, anon int64
 		for _, line := range strings.Split(string(stat), "\n") {
-			if k, v, ok := strings.Cut(line, " "); ok && k == inactiveKey {
+			k, v, _ := strings.Cut(line, " ")
+			switch k {
+			case inactiveKey:
 				inactive, _ = strconv.ParseInt(v, 10, 64)
+			case anonKey:
+				anon, _ = strconv.ParseInt(v, 10, 64)
 			}
 		}
-		return float64(usage-inactive) / (1 << 20), nil
+		return float64(usage-inactive) / (1 << 20), float64(anon) / (1 << 20), nil
 	}
-	return 0, fmt.Errorf("no memory cgroup found for node %s (%s)", node, id)
+	return 0, 0, fmt.Errorf("no memory cgroup found for node %s (%s)", node, id)
 }
 
 func readInt(p string) (int64, error) {
@@ -406,6 +413,8 @@ func (c *config) table(samples []sample) string {
 		{"`kind create cluster` to CoreDNS ready", "s", "<= 0.9", func(s sample) float64 { return s.CoreDNSReadyS }},
 		{"control plane memory, idle", "MiB", "", func(s sample) float64 { return s.MemMiB["control-plane"] }},
 		{"worker memory, idle (mean of 2)", "MiB", "<= 0.7", func(s sample) float64 { return (s.MemMiB["worker"] + s.MemMiB["worker2"]) / 2 }},
+		{"control plane anonymous memory (rss), idle", "MiB", "", func(s sample) float64 { return s.AnonMiB["control-plane"] }},
+		{"worker anonymous memory (rss), idle (mean of 2)", "MiB", "", func(s sample) float64 { return (s.AnonMiB["worker"] + s.AnonMiB["worker2"]) / 2 }},
 		{fmt.Sprintf("Deployment of %d: all Ready", c.replicas), "s", "<= 0.8", func(s sample) float64 { return s.RolloutS }},
 		{fmt.Sprintf("Deployment of %d: all gone after delete", c.replicas), "s", "", func(s sample) float64 { return s.DeleteS }},
 		{"`kind load docker-image` (100 MB) to 2 workers", "s", "<= 0.8", func(s sample) float64 { return s.KindLoadS }},
