@@ -80,7 +80,13 @@ func NewCNI(cfg Config, log *slog.Logger) (*CNI, error) {
 	}
 	return &CNI{
 		cfg: cfg,
-		lib: libcni.NewCNIConfigWithCacheDir(cfg.BinDirs, cfg.CacheDir, nil),
+		// The exec given, not left to libcni: it makes a missing one on
+		// first use of each call, a data race between pods set up or torn
+		// down side by side (recovery undoes them in parallel).
+		lib: libcni.NewCNIConfigWithCacheDir(cfg.BinDirs, cfg.CacheDir, &invoke.DefaultExec{
+			RawExec:       &invoke.RawExec{Stderr: os.Stderr},
+			PluginDecoder: version.PluginDecoder{},
+		}),
 		log: log,
 	}, nil
 }
