@@ -48,6 +48,9 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, upstream string) {
 		p.blobGets[r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]]++
 	}
 	if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/manifests/") {
+		if p.manGets == nil { // a proxy not made by newProxy (newTLSProxy)
+			p.manGets = map[string]int{}
+		}
 		p.manGets[r.URL.Path]++
 	}
 	failWith, cutAfter, rate, dead, cuts, noRange := p.failWith, p.cutAfter, p.rate, p.dead, len(p.cutAt), p.noRange
