@@ -158,7 +158,15 @@ func (s *Service) unpackLayer(ctx context.Context, rc io.Reader, l layerRef) (er
 	defer dec.Close()
 	diff := sha256.New()
 	tee := io.TeeReader(dec, diff)
-	if err := applyTar(ctx, s.log, tee, tmp); err != nil {
+	var fsync, each *syncer
+	if layerSyncMode != syncFilesystem {
+		fsync = newSyncer()
+		defer fsync.wait() // on the error paths: no descriptor left open
+	}
+	if layerSyncMode == syncEach {
+		each = fsync
+	}
+	if err := applyTarSync(ctx, s.log, tee, tmp, each, fsync != nil); err != nil {
 		if errors.Is(err, errEscape) || ctx.Err() != nil {
 			return err
 		}
@@ -183,13 +191,22 @@ func (s *Service) unpackLayer(ctx context.Context, rc io.Reader, l layerRef) (er
 	if got := "sha256:" + hex.EncodeToString(diff.Sum(nil)); got != l.DiffID {
 		return fmt.Errorf("uncompressed content has digest %s, config says %s", got, l.DiffID)
 	}
-	usage, inodes, err := diskUsage(tmp)
+	walkSync := fsync
+	if layerSyncMode == syncEach {
+		walkSync = nil
+	}
+	usage, inodes, err := diskUsage(tmp, walkSync, fsync)
 	if err != nil {
 		return err
 	}
+	s.faults.Hit(faultpoint.PullLayerWritten, l.ChainID)
 	// Once the record says the layer exists, its files must survive a
-	// power cut: flush them before the rename that publishes them.
-	if err := syncFS(tmp); err != nil {
+	// power cut: flushed before the rename that publishes them (sync.go).
+	if fsync != nil {
+		if err := fsync.wait(); err != nil {
+			return fmt.Errorf("sync layer: %w", err)
+		}
+	} else if err := syncFS(tmp); err != nil {
 		return err
 	}
 	s.faults.Hit(faultpoint.PullLayerUnpacked, l.ChainID)
@@ -236,8 +253,9 @@ func (s *Service) commitLayer(tmp string, rec *layerRecord) error {
 }
 
 // diskUsage counts the blocks and inodes under dir, each hard-linked
-// inode once.
-func diskUsage(dir string) (bytes, inodes int64, err error) {
+// inode once, handing every file and directory to fsync if not nil, and
+// every directory to dirSync if not nil.
+func diskUsage(dir string, fsync, dirSync *syncer) (bytes, inodes int64, err error) {
 	seen := map[uint64]bool{}
 	err = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err != nil {
@@ -246,6 +264,16 @@ func diskUsage(dir string) (bytes, inodes int64, err error) {
 		var st unix.Stat_t
 		if err := unix.Lstat(p, &st); err != nil {
 			return err
+		}
+		switch mode := st.Mode & unix.S_IFMT; {
+		case fsync != nil && (mode == unix.S_IFREG || mode == unix.S_IFDIR):
+			if err := fsync.addPath(p); err != nil {
+				return err
+			}
+		case dirSync != nil && mode == unix.S_IFDIR:
+			if err := dirSync.addPath(p); err != nil {
+				return err
+			}
 		}
 		if st.Nlink > 1 && st.Mode&unix.S_IFMT != unix.S_IFDIR {
 			if seen[st.Ino] {

@@ -34,11 +34,19 @@ var errEscape = errors.New("path escapes the layer root")
 // or hard link can make it write outside root; one that tries fails the
 // whole layer.
 func applyTar(ctx context.Context, log *slog.Logger, r io.Reader, root string) error {
+	return applyTarSync(ctx, log, r, root, nil, false)
+}
+
+// applyTarSync is applyTar handing every regular file it writes to sync
+// (if not nil) once complete; with writeback, each file's bytes are sent
+// to the disk while it is written and when it is complete, without
+// waiting.
+func applyTarSync(ctx context.Context, log *slog.Logger, r io.Reader, root string, sync *syncer, writeback bool) error {
 	rootFD, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("open layer root: %w", err)
 	}
-	a := &applier{log: log, root: rootFD, lastFD: -1, buf: make([]byte, 128<<10)}
+	a := &applier{log: log, root: rootFD, lastFD: -1, buf: make([]byte, 128<<10), sync: sync, writeback: writeback}
 	defer a.close()
 
 	tr := tar.NewReader(r)
@@ -61,9 +69,11 @@ func applyTar(ctx context.Context, log *slog.Logger, r io.Reader, root string) e
 }
 
 type applier struct {
-	log  *slog.Logger
-	root int
-	buf  []byte
+	log       *slog.Logger
+	root      int
+	buf       []byte
+	sync      *syncer // fsyncs complete files; nil: nobody does or it is done later
+	writeback bool    // start the disk writes of files as they are written
 
 	// The parent of consecutive entries is usually the same directory;
 	// keeping it open saves an openat2 per entry. Only the parent of the
@@ -255,13 +265,23 @@ func (a *applier) apply(hdr *tar.Header, r io.Reader) error {
 		}
 		f := os.NewFile(uintptr(fd), name)
 		defer f.Close()
-		if _, err := io.CopyBuffer(fileWriter{f}, r, a.buf); err != nil {
+		fw := &fileWriter{f: f, fd: fd, writeback: a.writeback}
+		if _, err := io.CopyBuffer(fw, r, a.buf); err != nil {
 			return fmt.Errorf("write file: %w", err)
+		}
+		if a.writeback && fw.written > fw.started {
+			startWriteback(fd, fw.started, fw.written-fw.started)
 		}
 		if err := a.setMeta(fd, "", hdr, true); err != nil {
 			return err
 		}
-		return setTimes(pfd, base, hdr)
+		if err := setTimes(pfd, base, hdr); err != nil {
+			return err
+		}
+		if a.sync != nil {
+			return a.sync.addDup(fd)
+		}
+		return nil
 
 	case tar.TypeSymlink:
 		if err := unix.Symlinkat(hdr.Linkname, pfd, base); err != nil {
@@ -309,10 +329,25 @@ func (a *applier) apply(hdr *tar.Header, r io.Reader) error {
 }
 
 // fileWriter hides os.File's ReadFrom, which would bypass CopyBuffer's
-// buffer and read the tar stream in small pieces.
-type fileWriter struct{ f *os.File }
+// buffer and read the tar stream in small pieces. With writeback, a large
+// file's bytes start for the disk while the rest is written.
+type fileWriter struct {
+	f         *os.File
+	fd        int
+	writeback bool
+	written   int64
+	started   int64 // bytes whose writeback has been started
+}
 
-func (w fileWriter) Write(p []byte) (int, error) { return w.f.Write(p) }
+func (w *fileWriter) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	w.written += int64(n)
+	if w.writeback && w.written-w.started >= writeback {
+		startWriteback(w.fd, w.started, w.written-w.started)
+		w.started = w.written
+	}
+	return n, err
+}
 
 // setMeta applies ownership, mode and xattrs. With an empty base, fd is
 // the object itself (a file or directory opened for this); otherwise the

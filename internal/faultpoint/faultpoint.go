@@ -106,7 +106,8 @@ const (
 	RemoveRuntime    = "RemovePodSandbox/runtime-removed" // monitor and infra container gone, cgroup and files not yet
 	RemoveFiles      = "RemovePodSandbox/files-removed"   // cgroup and files gone, the record not yet
 
-	PullLayerUnpacked   = "PullImage/layer-unpacked"   // a layer is unpacked in its temp dir, not committed
+	PullLayerWritten    = "PullImage/layer-written"    // a layer's files are written in its temp dir, their fsyncs may be running
+	PullLayerUnpacked   = "PullImage/layer-unpacked"   // a layer is unpacked and flushed in its temp dir, not committed
 	PullLayersCommitted = "PullImage/layers-committed" // every layer is in the store, the image is not
 	PullContentStored   = "PullImage/content-stored"   // manifest and config stored, no image record or tag
 
@@ -129,7 +130,7 @@ func All() []string {
 		StartBefore, StartStarted,
 		StopContainers, StopBeforeCNIDel, StopCNIDeleted,
 		RemoveContainers, RemoveRuntime, RemoveFiles,
-		PullLayerUnpacked, PullLayersCommitted, PullContentStored,
+		PullLayerWritten, PullLayerUnpacked, PullLayersCommitted, PullContentStored,
 		StopCtrSignalled, RemoveCtrMonitor, RemoveImageRecord,
 	}
 }
