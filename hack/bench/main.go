@@ -81,6 +81,12 @@ func main() {
 		}
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == "push-layer" {
+		if err := pushLayerCommand(os.Args[2:]); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == "wait" {
 		if err := waitCommand(os.Args[2:]); err != nil {
 			log.Fatal(err)
