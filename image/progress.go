@@ -14,8 +14,8 @@ import (
 // The CRI has no progress API: a pull is watched through the log, the
 // metrics and the admin API's list of pulls in flight (Pulls).
 const (
-	progressFirst = time.Second     // after the first byte
-	progressEvery = 5 * time.Second // after that
+	progressFirst = 800 * time.Millisecond // after the first byte: a line within 1 s of it
+	progressEvery = 5 * time.Second        // after that
 )
 
 // Metrics are the image service's Prometheus metrics. A nil *Metrics

@@ -18,7 +18,7 @@ import (
 )
 
 // A pull slowed down by a throttling proxy is visible while it runs: in
-// berth images pulls, in the metrics and in a log line a second after the
+// berth images pulls, in the metrics and in a log line within a second of the
 // first byte, then every 5 s.
 func TestPullProgressVisible(t *testing.T) {
 	reg := registry(t)
@@ -83,7 +83,7 @@ wait:
 		t.Errorf("berth images pulls after the pull: %v\n%s", err, out)
 	}
 
-	// The log: one line a second after the first byte, then every 5 s,
+	// The log: one line within a second of the first byte, then every 5 s,
 	// with the bytes growing. Bounds are loose (the machine is shared);
 	// the figures are logged.
 	p.mu.Lock()
