@@ -26,7 +26,7 @@ type proxy struct {
 	rate     int64          // blob bytes per second and connection; 0 is unthrottled
 	cutAt    []int64        // break the connection sending when the blob bytes sent in all pass each
 	noRange  bool           // drop Range headers: answer with the whole blob, as some registries do
-	sent     int64 // blob bytes read from upstream
+	sent     int64          // blob bytes read from upstream
 	dead     bool
 	first    time.Time // when the first blob byte went out
 }
