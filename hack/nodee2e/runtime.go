@@ -43,10 +43,11 @@ func (e *external) natPrefixes() []string                           { return nil
 func (e *external) stop(*slog.Logger) int                           { return 0 }
 
 // containerd is the hook for the side-by-side run of issue 15: containerd
-// v2.4.2 as hack/bench-compare builds it, on temp roots with a CRI config
-// equivalent to berth's below (registry mirrors to the test registry
-// through config_path hosts.toml, a bridge CNI network of its own, a
-// runtime handler test-handler). Not wired yet.
+// v2.4.2 and runc as hack/install-containerd (and hack/bench-compare) build
+// them, on temp roots under work with a CRI config equivalent to berth's
+// below: config_path the certs.d directory of hack/registry --e2e, a bridge
+// CNI network on berthBridge/berthSubnet (so links() and natPrefixes() stay
+// the same), a runtime handler test-handler, cgroupfs. Not wired yet.
 type containerd struct{}
 
 func (c *containerd) name() string { return "containerd" }
