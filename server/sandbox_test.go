@@ -155,6 +155,7 @@ func TestSandboxErrorCodes(t *testing.T) {
 		{fmt.Errorf("pod x: %w: bad sysctl", sandbox.ErrInvalid), codes.InvalidArgument},
 		{fmt.Errorf("pod sandbox %w", &idindex.AmbiguousError{Prefix: "0", IDs: []string{"0a", "0b"}}), codes.InvalidArgument},
 		{fmt.Errorf("pod x: %w", context.DeadlineExceeded), codes.DeadlineExceeded},
+		{fmt.Errorf("pod x: pause: pid 7: %w: still running 5s after SIGKILL: 7 (ls) D", sandbox.ErrStuck), codes.DeadlineExceeded},
 		{fmt.Errorf("%w: n_ns_u_0 is held by pod sandbox x, whose create failed", reserve.ErrTaken), codes.AlreadyExists},
 		{errors.New("plugin type=\"bridge\" failed (add): boom"), codes.Unknown},
 	}

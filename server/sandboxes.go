@@ -38,7 +38,10 @@ func sandboxError(err error) error {
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, reserve.ErrTaken):
 		return status.Error(codes.AlreadyExists, err.Error())
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, sandbox.ErrStuck):
+		// A pod whose processes outlive SIGKILL (one in D on a filesystem
+		// that does not answer) is a stop that timed out, as a
+		// container's is: the kubelet retries it.
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
