@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-runtime/berth/container/monitor"
@@ -33,6 +34,21 @@ func criState(c *ctr) runtimeapi.ContainerState {
 	return runtimeapi.ContainerState_CONTAINER_UNKNOWN
 }
 
+// statusImage is the image a container reports: by the name the pod spec
+// gave it. The kubelet creates containers by image id and passes that name
+// as UserSpecifiedImage; it then shows ContainerStatus.image as the pod's
+// status image, which users and the e2e suites compare with the spec (an
+// updated image "never ran" while an id is shown). containerd reports a
+// name there too.
+func statusImage(spec *runtimeapi.ImageSpec) *runtimeapi.ImageSpec {
+	if spec.GetUserSpecifiedImage() == "" {
+		return spec
+	}
+	out := proto.Clone(spec).(*runtimeapi.ImageSpec)
+	out.Image = spec.GetUserSpecifiedImage()
+	return out
+}
+
 // Status is ContainerStatus, from memory. The verbose map holds "info": a
 // JSON document with the pid, the OCI spec and where things are.
 func (s *Service) Status(ctx context.Context, id string, verbose bool) (*runtimeapi.ContainerStatus, map[string]string, error) {
@@ -49,7 +65,7 @@ func (s *Service) Status(ctx context.Context, id string, verbose bool) (*runtime
 		State:       criState(c),
 		CreatedAt:   r.CreatedAt,
 		StartedAt:   r.StartedAt,
-		Image:       c.cfg.GetImage(),
+		Image:       statusImage(c.cfg.GetImage()),
 		ImageRef:    r.ImageRef,
 		ImageId:     r.ImageID,
 		Labels:      c.cfg.GetLabels(),

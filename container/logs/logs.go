@@ -106,7 +106,7 @@ func (l *File) write(b []byte) {
 }
 
 // Stream returns a writer that turns bytes written by one stream into
-// records. Close flushes a trailing line that has no newline.
+// records. Close flushes a trailing line that has no newline (as a P record).
 func (l *File) Stream(name string) io.WriteCloser {
 	return &lineWriter{log: l, stream: name}
 }
@@ -196,15 +196,17 @@ func (w *lineWriter) record(ts string, tag byte) {
 	w.partial = tag == 'P'
 }
 
-// Close writes a last line that had no newline, as a full record: the
-// stream is over, so the line is complete. A line that ended exactly on
-// a P record gets an empty F record, or the reader would wait for its end.
+// Close writes a last line that had no newline as a partial record, as
+// containerd does: the kubelet adds a newline to the text of F records
+// only, so a termination message read from the log (FallbackToLogsOnError)
+// is exactly what the container wrote, "DONE" and not "DONE\n". A line
+// that ended exactly on a P record needs nothing more.
 func (w *lineWriter) Close() error {
-	if len(w.pending) == 0 && !w.partial {
+	if len(w.pending) == 0 {
 		return nil
 	}
 	w.out = w.out[:0]
-	w.record(w.log.now().UTC().Format(time.RFC3339Nano), 'F')
+	w.record(w.log.now().UTC().Format(time.RFC3339Nano), 'P')
 	w.log.write(w.out)
 	return nil
 }

@@ -45,11 +45,12 @@ func TestStream(t *testing.T) {
 		{"two lines in one write", []string{"a\nb\n"}, ts + " stdout F a\n" + ts + " stdout F b\n"},
 		{"line across writes", []string{"he", "llo\nwor", "ld\n"}, ts + " stdout F hello\n" + ts + " stdout F world\n"},
 		{"empty line", []string{"\n"}, ts + " stdout F \n"},
-		{"no trailing newline flushed on close", []string{"tail"}, ts + " stdout F tail\n"},
+		{"no trailing newline flushed on close as partial", []string{"tail"}, ts + " stdout P tail\n"},
+		{"line ending exactly on a partial record", []string{long}, ts + " stdout P " + long + "\n"},
 		{"exactly max", []string{long + "\n"}, ts + " stdout F " + long + "\n"},
 		{"max plus one", []string{long + "b\n"}, ts + " stdout P " + long + "\n" + ts + " stdout F b\n"},
 		{"long line in pieces", []string{long[:100], long[100:] + "xy", "z\n"}, ts + " stdout P " + long + "\n" + ts + " stdout F xyz\n"},
-		{"two max parts and rest", []string{long + long + "c"}, ts + " stdout P " + long + "\n" + ts + " stdout P " + long + "\n" + ts + " stdout F c\n"},
+		{"two max parts and rest", []string{long + long + "c"}, ts + " stdout P " + long + "\n" + ts + " stdout P " + long + "\n" + ts + " stdout P c\n"},
 		{"invalid utf8 kept as is", []string{"\xff\xfe ok\n"}, ts + " stdout F \xff\xfe ok\n"},
 		{"carriage return kept", []string{"a\r\n"}, ts + " stdout F a\r\n"},
 	} {
@@ -79,7 +80,7 @@ func TestCopyBothStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.Close()
-	want := ts + " stdout F out\n" + ts + " stderr F err\n"
+	want := ts + " stdout F out\n" + ts + " stderr P err\n"
 	if got := read(t, p); got != want {
 		t.Fatalf("got %q want %q", got, want)
 	}
