@@ -36,6 +36,9 @@ func (f *fakeImages) Tag(_ context.Context, src, target string, force bool) (ima
 	return image.Image{ID: src, RepoTags: []string{target}}, nil
 }
 
+// Pulls: the stand-ins never list pulls.
+func (f *fakeImages) Pulls() []image.PullStatus { return nil }
+
 func fakeDaemon(t *testing.T) (string, *fakeImages) {
 	t.Helper()
 	f := &fakeImages{}
