@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/berth-runtime/berth/test/kubehost"
 )
 
 // lockPath is test/kubelet's machine-wide lock: the suite's kubelet uses
@@ -122,8 +124,6 @@ var kubeletHostDirs = []string{"/var/lib/kubelet", "/var/log/pods", "/var/log/co
 // may be another test's.
 var kubeletCgroups = []string{"kubepods", "kubelet", "system"}
 
-var iptablesTables = []string{"filter", "nat", "mangle"}
-
 type hostState struct {
 	sysctls     map[string]string
 	chains      map[string]bool // "iptables/nat/KUBE-X"
@@ -146,7 +146,7 @@ func snapshotHost() (*hostState, error) {
 		}
 		s.sysctls[k] = strings.TrimSpace(string(b))
 	}
-	for _, c := range kubeChains() {
+	for _, c := range kubehost.KubeChains() {
 		s.chains[c] = true
 	}
 	for p := range walkHostDirs() {
@@ -178,24 +178,6 @@ func kubeletCgroupDirs() []string {
 		out = append(out, dirs...)
 		if st, err := os.Stat("/sys/fs/cgroup/" + name); err == nil && st.IsDir() {
 			out = append(out, "/sys/fs/cgroup/"+name)
-		}
-	}
-	return out
-}
-
-func kubeChains() []string {
-	var out []string
-	for _, bin := range []string{"iptables", "ip6tables"} {
-		for _, table := range iptablesTables {
-			rules, err := exec.Command(bin, "-w", "-t", table, "-S").Output()
-			if err != nil {
-				continue
-			}
-			for _, line := range strings.Split(string(rules), "\n") {
-				if c, ok := strings.CutPrefix(line, "-N "); ok && strings.HasPrefix(c, "KUBE-") {
-					out = append(out, bin+"/"+table+"/"+c)
-				}
-			}
 		}
 	}
 	return out
@@ -242,9 +224,11 @@ func (s *hostState) restore(log *slog.Logger, work, kubelet string) int {
 			}
 		}
 	}
-	for _, c := range kubeChains() {
+	for _, c := range kubehost.KubeChains() {
 		if !s.chains[c] {
-			deleteChain(log, c)
+			if err := kubehost.DeleteChain(c); err != nil {
+				log.Error("delete chain", "chain", c, "error", err)
+			}
 		}
 	}
 	var created []string
@@ -265,7 +249,11 @@ func (s *hostState) restore(log *slog.Logger, work, kubelet string) int {
 		}
 	}
 	for _, prefix := range s.natPrefixes {
-		for _, r := range deleteNATRulesNaming(log, prefix) {
+		rules, err := kubehost.DeleteNATRulesNaming(prefix)
+		if err != nil {
+			log.Error("delete nat rules", "prefix", prefix, "error", err)
+		}
+		for _, r := range rules {
 			leak("iptables rule naming the pod subnet left: deleted", "rule", r)
 		}
 	}
@@ -350,102 +338,6 @@ func unescapeMount(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
-}
-
-// deleteChain removes "binary/table/chain": the rules of other chains that
-// jump to it, its own rules, then the chain.
-func deleteChain(log *slog.Logger, c string) {
-	parts := strings.SplitN(c, "/", 3)
-	bin, table, chain := parts[0], parts[1], parts[2]
-	rules, err := exec.Command(bin, "-w", "-t", table, "-S").Output()
-	if err != nil {
-		log.Error("list rules", "bin", bin, "table", table, "error", err)
-		return
-	}
-	for _, line := range strings.Split(string(rules), "\n") {
-		if !strings.HasPrefix(line, "-A ") || !strings.HasSuffix(line, " -j "+chain) && !strings.Contains(line, " -j "+chain+" ") {
-			continue
-		}
-		args := splitRule(line)
-		args[0] = "-D"
-		if out, err := exec.Command(bin, append([]string{"-w", "-t", table}, args...)...).CombinedOutput(); err != nil {
-			log.Error("delete rule", "bin", bin, "table", table, "rule", line, "error", err, "out", string(out))
-		}
-	}
-	for _, op := range []string{"-F", "-X"} {
-		if out, err := exec.Command(bin, "-w", "-t", table, op, chain).CombinedOutput(); err != nil {
-			log.Error("delete chain", "chain", c, "op", op, "error", err, "out", string(out))
-		}
-	}
-}
-
-// splitRule splits an iptables -S line into words, honouring the double
-// quotes iptables puts around comments.
-func splitRule(line string) []string {
-	var out []string
-	var cur strings.Builder
-	quoted, in := false, false
-	for i := 0; i < len(line); i++ {
-		c := line[i]
-		switch {
-		case c == '\\' && quoted && i+1 < len(line):
-			i++
-			cur.WriteByte(line[i])
-		case c == '"':
-			quoted, in = !quoted, true
-		case c == ' ' && !quoted:
-			if in {
-				out = append(out, cur.String())
-				cur.Reset()
-				in = false
-			}
-		default:
-			cur.WriteByte(c)
-			in = true
-		}
-	}
-	if in {
-		out = append(out, cur.String())
-	}
-	return out
-}
-
-// deleteNATRulesNaming deletes the nat rules that mention prefix (the
-// bridge plugin's masquerade rules of pods never torn down), with the
-// per-pod CNI-* chains they jump to, and returns the rules.
-func deleteNATRulesNaming(log *slog.Logger, prefix string) []string {
-	out, _ := exec.Command("iptables", "-w", "-t", "nat", "-S").Output()
-	var rules []string
-	chains := map[string]bool{}
-	perPod := func(c string) bool { return strings.HasPrefix(c, "CNI-") && !strings.HasPrefix(c, "CNI-HOSTPORT") }
-	for _, line := range strings.Split(string(out), "\n") {
-		if !strings.HasPrefix(line, "-A ") || !strings.Contains(line, prefix) {
-			continue
-		}
-		rules = append(rules, line)
-		args := splitRule(line)
-		if len(args) < 2 {
-			continue
-		}
-		if perPod(args[1]) {
-			chains[args[1]] = true
-			continue
-		}
-		for i, a := range args {
-			if a == "-j" && i+1 < len(args) && perPod(args[i+1]) {
-				chains[args[i+1]] = true
-			}
-		}
-		args[0] = "-D"
-		if out, err := exec.Command("iptables", append([]string{"-w", "-t", "nat"}, args...)...).CombinedOutput(); err != nil {
-			log.Error("delete nat rule", "rule", line, "error", err, "out", string(out))
-		}
-	}
-	for c := range chains {
-		exec.Command("iptables", "-w", "-t", "nat", "-F", c).Run()
-		exec.Command("iptables", "-w", "-t", "nat", "-X", c).Run()
-	}
-	return rules
 }
 
 // removeCgroupTree kills what still runs in the cgroup tree dir (counted:

@@ -3,7 +3,6 @@ package kubelet_test
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -12,8 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mattn/go-shellwords"
 	"golang.org/x/sys/unix"
+
+	"github.com/berth-runtime/berth/test/kubehost"
 )
 
 // lockPath serialises kubelet tests on one machine (several clones may run
@@ -76,7 +76,7 @@ func snapshotHost(t *testing.T) hostState {
 		}
 		s.sysctls[k] = strings.TrimSpace(string(b))
 	}
-	for _, c := range kubeChains() {
+	for _, c := range kubehost.KubeChains() {
 		s.chains[c] = true
 	}
 	for _, dir := range kubeletHostDirs {
@@ -88,28 +88,6 @@ func snapshotHost(t *testing.T) hostState {
 		})
 	}
 	return s
-}
-
-var iptablesTables = []string{"filter", "nat", "mangle"}
-
-// kubeChains lists the KUBE-* chains of iptables and ip6tables as
-// "binary/table/chain".
-func kubeChains() []string {
-	var out []string
-	for _, bin := range []string{"iptables", "ip6tables"} {
-		for _, table := range iptablesTables {
-			rules, err := exec.Command(bin, "-w", "-t", table, "-S").Output()
-			if err != nil {
-				continue
-			}
-			for _, line := range strings.Split(string(rules), "\n") {
-				if c, ok := strings.CutPrefix(line, "-N "); ok && strings.HasPrefix(c, "KUBE-") {
-					out = append(out, bin+"/"+table+"/"+c)
-				}
-			}
-		}
-	}
-	return out
 }
 
 // guardHost records the host's state now and, when the test ends, undoes
@@ -156,9 +134,11 @@ func undoHost(t *testing.T, before hostState, cgroupRoot string) {
 			t.Errorf("restore sysctl %s=%s: %v", k, v, err)
 		}
 	}
-	for _, c := range kubeChains() {
+	for _, c := range kubehost.KubeChains() {
 		if !before.chains[c] {
-			deleteChain(t, c)
+			if err := kubehost.DeleteChain(c); err != nil {
+				t.Error(err)
+			}
 		}
 	}
 	// Deepest first, so that a directory is empty when its turn comes.
@@ -178,37 +158,6 @@ func undoHost(t *testing.T, before hostState, cgroupRoot string) {
 		}
 	}
 	removeCgroupTree(t, cgroupRoot)
-}
-
-// deleteChain removes "binary/table/chain": the rules of other chains that
-// jump to it, its own rules, then the chain.
-func deleteChain(t *testing.T, c string) {
-	parts := strings.SplitN(c, "/", 3)
-	bin, table, chain := parts[0], parts[1], parts[2]
-	rules, err := exec.Command(bin, "-w", "-t", table, "-S").Output()
-	if err != nil {
-		t.Errorf("%s -t %s -S: %v", bin, table, err)
-		return
-	}
-	for _, line := range strings.Split(string(rules), "\n") {
-		if !strings.HasPrefix(line, "-A ") || !strings.HasSuffix(line, " -j "+chain) && !strings.Contains(line, " -j "+chain+" ") {
-			continue
-		}
-		args, err := shellwords.Parse(line)
-		if err != nil {
-			t.Errorf("parse %q: %v", line, err)
-			continue
-		}
-		args[0] = "-D"
-		if out, err := exec.Command(bin, append([]string{"-w", "-t", table}, args...)...).CombinedOutput(); err != nil {
-			t.Errorf("%s -t %s %s: %v: %s", bin, table, strings.Join(args, " "), err, out)
-		}
-	}
-	for _, op := range []string{"-F", "-X"} {
-		if out, err := exec.Command(bin, "-w", "-t", table, op, chain).CombinedOutput(); err != nil {
-			t.Errorf("%s -t %s %s %s: %v: %s", bin, table, op, chain, err, out)
-		}
-	}
 }
 
 // cgroupDirs lists path in every cgroup hierarchy where it exists.
@@ -293,48 +242,6 @@ func removeCgroupTree(t *testing.T, path string) {
 			}
 		}
 	}
-}
-
-// deleteNATRulesNaming deletes the nat rules that mention s (a pod subnet's
-// prefix: the bridge plugin's masquerade rules of pods not torn down) with
-// the per-pod CNI-* chains they jump to, and returns the rules it found.
-func deleteNATRulesNaming(t *testing.T, s string) []string {
-	out, _ := exec.Command("iptables", "-w", "-t", "nat", "-S").Output()
-	var rules []string
-	chains := map[string]bool{}
-	for _, line := range strings.Split(string(out), "\n") {
-		if !strings.HasPrefix(line, "-A ") || !strings.Contains(line, s) {
-			continue
-		}
-		rules = append(rules, line)
-		args, err := shellwords.Parse(line)
-		if err != nil || len(args) < 2 {
-			continue
-		}
-		if perPod(args[1]) { // a rule of a per-pod chain: the chain goes
-			chains[args[1]] = true
-			continue
-		}
-		for i, a := range args {
-			if a == "-j" && i+1 < len(args) && perPod(args[i+1]) {
-				chains[args[i+1]] = true
-			}
-		}
-		args[0] = "-D"
-		if out, err := exec.Command("iptables", append([]string{"-w", "-t", "nat"}, args...)...).CombinedOutput(); err != nil {
-			t.Errorf("iptables -t nat %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	for c := range chains {
-		exec.Command("iptables", "-w", "-t", "nat", "-F", c).Run()
-		exec.Command("iptables", "-w", "-t", "nat", "-X", c).Run()
-	}
-	return rules
-}
-
-// perPod tells the bridge plugin's per-pod chains from portmap's shared ones.
-func perPod(chain string) bool {
-	return strings.HasPrefix(chain, "CNI-") && !strings.HasPrefix(chain, "CNI-HOSTPORT")
 }
 
 func describeMounts(prefix string) []string {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/berth-runtime/berth/network/cnitest"
 	"github.com/berth-runtime/berth/test/framework"
+	"github.com/berth-runtime/berth/test/kubehost"
 )
 
 // Set by hack/env.sh (hack/kubelet builds into them).
@@ -96,7 +97,11 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(func() {
 		cnitest.DeleteLink(e.bridge)
 		prefix := strings.TrimSuffix(e.subnet.IP.String(), "0")
-		for _, r := range deleteNATRulesNaming(t, prefix) {
+		rules, err := kubehost.DeleteNATRulesNaming(prefix)
+		if err != nil {
+			t.Error(err)
+		}
+		for _, r := range rules {
 			t.Errorf("iptables rule naming the pod subnet left (deleted): %s", r)
 		}
 	})

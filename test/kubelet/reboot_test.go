@@ -9,6 +9,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-runtime/berth/test/framework"
+	"github.com/berth-runtime/berth/test/kubehost"
 )
 
 // survivorPod serves its own /etc (hostname included) over HTTP.
@@ -51,7 +52,9 @@ func TestReboot(t *testing.T) {
 	// A reboot empties the nat table too: the bridge plugin's masquerading
 	// of the old pod IP goes with it (its DEL cannot find that IP without
 	// the pod's netns, gone at the reboot).
-	deleteNATRulesNaming(t, strings.TrimSuffix(e.subnet.IP.String(), "0"))
+	if _, err := kubehost.DeleteNATRulesNaming(strings.TrimSuffix(e.subnet.IP.String(), "0")); err != nil {
+		t.Error(err)
+	}
 	e.d.Restart()
 	ctx := framework.Ctx(t)
 	pods, err := e.d.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
