@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-runtime/berth/test/kubehost"
@@ -298,46 +298,23 @@ func procsNaming(work, kubelet string) []int {
 
 // mountsUnder lists mount points at or under any of dirs, deepest first.
 func mountsUnder(dirs []string) []string {
-	f, err := os.Open("/proc/self/mountinfo")
+	mounts, err := mountinfo.GetMounts(func(m *mountinfo.Info) (skip, stop bool) {
+		for _, d := range dirs {
+			if m.Mountpoint == d || strings.HasPrefix(m.Mountpoint, d+"/") {
+				return false, false
+			}
+		}
+		return true, false
+	})
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := unescapeMount(fields[4])
-		for _, d := range dirs {
-			if mp == d || strings.HasPrefix(mp, d+"/") {
-				out = append(out, mp)
-				break
-			}
-		}
+	out := make([]string, 0, len(mounts))
+	for _, m := range mounts {
+		out = append(out, m.Mountpoint)
 	}
 	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
 	return slices.Compact(out)
-}
-
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // removeCgroupTree kills what still runs in the cgroup tree dir (counted:
