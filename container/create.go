@@ -188,7 +188,7 @@ func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runt
 	reserve.Step(ctx, "OCI spec")
 	in := &spec.Input{
 		ID: id, Config: cfg, Image: imgCfg, ImageName: cfg.GetImage().GetImage(), Rootfs: rootfs,
-		Pod: pod, Host: s.host, Files: spec.DirFS(rootfs), Sandbox: sandbox, ImageVolumes: volSources,
+		Pod: pod, Host: s.guardedHost(ctx), Files: spec.DirFS(rootfs), Sandbox: sandbox, ImageVolumes: volSources,
 	}
 	in.Pod.Config = podCfg
 	if target := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetTargetId(); target != "" &&

@@ -1,6 +1,8 @@
 package spec
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"path"
 	"path/filepath"
@@ -158,6 +160,10 @@ func (b *builder) criMounts() ([]specs.Mount, string, error) {
 			return nil, "", invalid(field+".host_path", "%q is not an absolute path", src)
 		}
 		if err := b.in.Host.MountSource(src); err != nil {
+			if errors.Is(err, context.DeadlineExceeded) {
+				// A filesystem that does not answer: not the caller's mistake.
+				return nil, "", fmt.Errorf("%s.host_path %q: %w", field, src, err)
+			}
 			return nil, "", invalid(field+".host_path", "%w", err)
 		}
 		prop := "rprivate"

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-runtime/berth/test/framework"
@@ -202,6 +204,17 @@ func stuckFilesystem(t *testing.T, pidMode runtimeapi.NamespaceMode) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}()
+	if pidMode == runtimeapi.NamespaceMode_CONTAINER {
+		// A create naming a path on the stuck filesystem as its volume
+		// fails, naming the path, once berth's look at it has waited its
+		// 30 s (container/guardedhost.go), and leaves nothing: the create
+		// does not hold its name until the filesystem answers.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			createOnStuckVolume(t, e, other, otherCfg, filepath.Join(vol.Dir, "new"))
+		}()
+	}
 	stuck("StopContainer reader", within(t, "StopContainer reader", killGrace+stopSlack+time.Second, func(ctx context.Context) error {
 		_, err := rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: reader, Timeout: int64(killGrace / time.Second)})
 		return err
@@ -254,6 +267,35 @@ func stuckFilesystem(t *testing.T, pidMode runtimeapi.NamespaceMode) {
 		}
 	}
 	framework.CheckHost(t, before)
+}
+
+// createOnStuckVolume creates a container in pod with src, on a
+// filesystem that does not answer, as a hostPath volume.
+func createOnStuckVolume(t *testing.T, e *framework.PodEnv, pod string, podCfg *runtimeapi.PodSandboxConfig, src string) {
+	cfg := &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "on-stuck-volume"},
+		Image:    &runtimeapi.ImageSpec{Image: e.Image},
+		Command:  []string{"true"},
+	}
+	hostPathVolume(src, "/new")(cfg)
+	const hostPathWait = 30 * time.Second
+	err := within(t, "CreateContainer on a stuck volume", hostPathWait+5*time.Second, func(ctx context.Context) error {
+		_, err := e.D.Runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: pod, Config: cfg, SandboxConfig: podCfg})
+		return err
+	})
+	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), src) || !strings.Contains(err.Error(), "does not answer") {
+		t.Errorf("CreateContainer with a volume on a stuck filesystem: %v, want DeadlineExceeded naming %s", err, src)
+	}
+	resp, err := e.D.Runtime.ListContainers(framework.Ctx(t), &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: pod}})
+	if err != nil {
+		t.Errorf("ListContainers: %v", err)
+		return
+	}
+	for _, c := range resp.Containers {
+		if c.GetMetadata().GetName() == "on-stuck-volume" {
+			t.Errorf("the failed create left container %s (%s)", c.Id, c.State)
+		}
+	}
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
