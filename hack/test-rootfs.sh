@@ -9,15 +9,20 @@
 # "/bin/sh: ls: Permission denied" when /bin/ls is masked), plus util-linux ipcs
 # and procps pgrep, which Debian's busybox lacks. Users as in the upstream
 # busybox image where critest or the images on top need them: root, www-data
-# (33, nginx and httpd run their workers as it), user (1000), nobody.
+# (33, nginx and httpd run their workers as it), user (1000), nobody. BUSYBOX,
+# if given, is the busybox binary to use instead of the .deb's (hack/e2e-images:
+# upstream's, hack/e2e-busybox).
 prepare_busybox() {
-	local r="$1" applet
+	local r="$1" bin="${2:-}" applet
 	local x="$work/busybox-deb"
-	extract_debs "$x" busybox
+	if [[ -z "$bin" ]]; then
+		extract_debs "$x" busybox
+		bin="$x/bin/busybox"
+	fi
 	mkdir -p "$r"/{bin,etc,lib,lib64,root,tmp,home/user,proc,sys,dev,var/tmp,var/www,usr}
 	chmod 1777 "$r/tmp" "$r/var/tmp"
 	chmod 0700 "$r/root"
-	install -m 0755 "$x/bin/busybox" "$r/bin/busybox"
+	install -m 0755 "$bin" "$r/bin/busybox"
 	for applet in $("$r/bin/busybox" --list); do
 		[[ "$applet" == busybox || "$applet" == linuxrc ]] && continue
 		ln "$r/bin/busybox" "$r/bin/$applet"
@@ -25,8 +30,9 @@ prepare_busybox() {
 	ln -s bin "$r/sbin"
 	ln -s ../bin "$r/usr/bin"
 	ln -s ../bin "$r/usr/sbin"
+	rm -f "$r/bin/ipcs" "$r/bin/pgrep"
 	install -m 0755 /usr/bin/ipcs /usr/bin/pgrep "$r/bin/"
-	copy_libs "$r" "" "" "$x/bin/busybox" /usr/bin/ipcs /usr/bin/pgrep
+	copy_libs "$r" "" "" "$bin" /usr/bin/ipcs /usr/bin/pgrep
 	cat >"$r/etc/passwd" <<-'EOF'
 		root:x:0:0:root:/root:/bin/sh
 		www-data:x:33:33:www-data:/var/www:/bin/false

@@ -28,8 +28,11 @@ import (
 //     for the supplemental-groups specs. Two versions with different image
 //     ids: the image-update specs change a pod from one to the other.
 //   - busybox:1.37.0-2 (and 1.36.1-1, hard-coded by the memory QoS specs):
-//     the critest busybox (images.go) with /bin/nmeter (onE2EBusybox). ipc-utils:1.4 (the host IPC specs run
-//     ipcs in it) is the same image: it carries util-linux's ipcs.
+//     the critest busybox (images.go) but with upstream's busybox 1.37.0
+//     (hack/e2e-busybox): its nmeter stamps the container lifecycle specs'
+//     lines, its sh passes on environment names like data-1 (the ConfigMap
+//     and Secret env specs), Debian's has neither. ipc-utils:1.4 (the host
+//     IPC specs run ipcs in it) is the same image: it carries util-linux's ipcs.
 //   - nginx:1.27.0-2 and nginx:1.28.0-2: a web server on :80 serving a
 //     default page, two distinct images (pod-update specs).
 //   - nonewprivs:1.4: the setuid /usr/local/bin/nnp, printing its effective uid.
@@ -60,11 +63,10 @@ func agnhostLayers(tag string, fakeRegistry layerSource) []layerSource {
 	return onE2EBusybox(rootfsLayer{"e2e-userland"}, rootfsLayer{"coredns"}, rootfsLayer{"agnhost-files"}, fakeRegistry, rootfsLayer{"agnhost-" + tag})
 }
 
-// onE2EBusybox is onBusybox with /bin/nmeter (hack/images/nmeter) over it:
-// the container lifecycle specs stamp their lines with it, and Debian's
-// busybox has no nmeter applet.
+// onE2EBusybox is onBusybox, whose rootfs hack/e2e-images makes of
+// upstream's busybox.
 func onE2EBusybox(layers ...layerSource) []layerSource {
-	return onBusybox(append([]layerSource{rootfsLayer{"nmeter"}}, layers...)...)
+	return onBusybox(layers...)
 }
 
 // fakeRegistryLayer is what `agnhost fake-registry-server` serves, in the
