@@ -142,6 +142,9 @@ type Input struct {
 	Sandbox bool
 	Host    Host
 	Files   RootFS
+	// CDI gives the CDI devices the config asks for; nil is CDI turned
+	// off (enable_cdi = false).
+	CDI CDI
 }
 
 // InvalidError is a request that cannot be turned into a spec: the field
@@ -196,6 +199,7 @@ func Build(in *Input) (*specs.Spec, error) {
 		b.seccomp,
 		b.resources,
 		b.sysctls,
+		b.cdi,
 	}
 	for _, step := range steps {
 		if err := step(s); err != nil {
