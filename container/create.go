@@ -189,6 +189,7 @@ func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runt
 	in := &spec.Input{
 		ID: id, Config: cfg, Image: imgCfg, ImageName: cfg.GetImage().GetImage(), Rootfs: rootfs,
 		Pod: pod, Host: s.guardedHost(ctx), Files: spec.DirFS(rootfs), Sandbox: sandbox, ImageVolumes: volSources,
+		CDI: s.opts.CDI,
 	}
 	in.Pod.Config = podCfg
 	if target := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetTargetId(); target != "" &&
@@ -197,10 +198,18 @@ func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runt
 			return nil, err
 		}
 	}
+	if s.opts.CDI == nil && !sandbox {
+		if names, _ := spec.CDIDevices(cfg); len(names) > 0 {
+			s.log.Warn("CDI devices ignored: CDI is off (enable_cdi = false)", "container", id, "devices", names)
+		}
+	}
 	oci, err := spec.Build(in)
 	if err != nil {
 		if spec.IsInvalid(err) {
 			return nil, fmt.Errorf("%w: container %s: %w", ErrInvalid, id, err)
+		}
+		if spec.IsNotFound(err) {
+			return nil, fmt.Errorf("%w: container %s: %w", ErrNotFound, id, err)
 		}
 		return nil, fmt.Errorf("container %s: %w", id, err)
 	}

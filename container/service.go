@@ -95,6 +95,9 @@ type Options struct {
 	// Faults hangs a call at a named step for crash tests; nil in
 	// production.
 	Faults *faultpoint.Point
+	// CDI gives containers the CDI devices their configs name; nil is
+	// CDI turned off: the names are ignored.
+	CDI spec.CDI
 	// CreateTimeout bounds one CreateContainer, which goes on after its
 	// caller gave up so that a retry finds the container (default 4m, the
 	// kubelet's runtime request timeout is 2m).

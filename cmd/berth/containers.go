@@ -34,7 +34,18 @@ func newContainers(ctx context.Context, cfg *config.Config, pods container.Pods,
 		Events:       bus,
 		NRI:          n,
 		Faults:       faults,
+		CDI:          newCDI(cfg, log),
 	})
+}
+
+// newCDI is the node's CDI registry, nil when enable_cdi is off.
+func newCDI(cfg *config.Config, log *slog.Logger) spec.CDI {
+	if !cfg.EnableCDI {
+		return nil
+	}
+	r := spec.NewCDIRegistry(cfg.CDISpecDirs, log)
+	log.Info("CDI devices enabled", "spec_dirs", r.Dirs())
+	return r
 }
 
 // latePods lets the container service, built first, reach the sandbox

@@ -38,6 +38,8 @@ type Config struct {
 	PauseImage     string   `toml:"pause_image" flag:"pause-image" doc:"Image run as every pod's infra (pause) container instead of the pause built into berth, e.g. registry.k8s.io/pause:3.10; pulled (through the registry mirrors) when a pod needs it and it is missing."`
 	PinnedImages   []string `toml:"pinned_images" doc:"Image references (or image IDs) always reported pinned, so that the kubelet's image garbage collection never removes them, whatever their records say. pause_image is pinned too, and so is every image imported with berth images import --pinned."`
 	CNI            CNI      `toml:"cni" doc:"Pod networking with CNI plugins."`
+	EnableCDI      bool     `toml:"enable_cdi" flag:"enable-cdi" doc:"Give containers the CDI (Container Device Interface) devices their config names, in cdi_devices or in cdi.k8s.io/ annotations, as device plugins and DRA drivers hand them out; off, the names are ignored (as containerd's enable_cdi). See docs/containers.md."`
+	CDISpecDirs    []string `toml:"cdi_spec_dirs" flag:"cdi-spec-dir" check:"abs" doc:"Directories of CDI spec files (*.json, *.yaml), lowest priority first: a device a later directory defines wins. Reread when a create names a CDI device and a file changed, so files written after start count; an empty list means the default."`
 	NRI            NRI      `toml:"nri" doc:"NRI (Node Resource Interface) plugins, as in containerd and CRI-O: they see every pod and container event and may adjust containers as they are created (devices, mounts, environment, resources...) and update them later. See docs/nri.md."`
 
 	ImagePullStallTimeout  string              `toml:"image_pull_stall_timeout" flag:"image-pull-stall-timeout" check:"duration" doc:"A pull fails when a registry sends nothing for this long (a Go duration such as 1m or 30s; 0 disables the check)."`
@@ -115,6 +117,8 @@ func Default() *Config {
 		MetricsAddress: "",
 		StreamAddress:  "127.0.0.1:0",
 		SocketGroup:    "",
+		EnableCDI:      true,
+		CDISpecDirs:    []string{"/etc/cdi", "/var/run/cdi"},
 		CNI: CNI{
 			ConfDir:           "/etc/cni/net.d",
 			BinDirs:           []string{"/opt/cni/bin"},

@@ -106,6 +106,8 @@ bin_dirs = ["/x", "/y"]
 		{name: "unix scheme stripped", toml: `address = "unix:///run/x.sock"`, want: func(c *Config) { c.Address = "/run/x.sock" }},
 		{name: "inline table", toml: `cni = { conf_dir = "/n" }`, want: func(c *Config) { c.CNI.ConfDir = "/n" }},
 		{name: "empty bin dirs", toml: "[cni]\nbin_dirs = []", want: func(c *Config) { c.CNI.BinDirs = []string{} }},
+		{name: "CDI off, own spec dirs", toml: "enable_cdi = false\ncdi_spec_dirs = [\"/srv/cdi\"]", want: func(c *Config) { c.EnableCDI, c.CDISpecDirs = false, []string{"/srv/cdi"} }},
+		{name: "relative CDI spec dir", toml: `cdi_spec_dirs = ["cdi"]`, wantErr: `invalid cdi_spec_dirs "cdi": want an absolute path`},
 		{name: "unknown key", toml: `adress = "/x"`, wantErr: `unknown key "adress"`},
 		{name: "unknown nested key", toml: "[cni]\nconfdir = \"/x\"", wantErr: `unknown key "cni.confdir"`},
 		{name: "unknown table", toml: "[foo]\na = 1\nb = 2", wantErr: `unknown key "foo"`},
@@ -184,6 +186,11 @@ func TestLoad(t *testing.T) {
 		{name: "file over defaults", args: []string{"--config", systemd}, want: func(c *Config) {
 			c.CgroupDriver = "systemd"
 			c.CNI.BinDirs = []string{"/file"}
+		}},
+		{name: "CDI flags", args: []string{"--config", systemd, "--enable-cdi=false", "--cdi-spec-dir", "/a", "--cdi-spec-dir=/b"}, want: func(c *Config) {
+			c.CgroupDriver = "systemd"
+			c.CNI.BinDirs = []string{"/file"}
+			c.EnableCDI, c.CDISpecDirs = false, []string{"/a", "/b"}
 		}},
 		{name: "flags over file", args: []string{"--config", systemd, "--cgroup-driver", "cgroupfs", "--cni-bin-dir", "/a,/b", "--cni-bin-dir=/c"}, want: func(c *Config) {
 			c.CNI.BinDirs = []string{"/a", "/b", "/c"}
