@@ -122,12 +122,18 @@ func (r *CDIRegistry) unknown(name string) error {
 			continue
 		}
 		files = append(files, path)
-		why = append(why, fmt.Sprintf("%s: %v", path, joinErrs(errs)))
+		// The library's messages name the file; a conflict is told
+		// in both files' errors.
+		for _, e := range errs {
+			if !slices.Contains(why, e.Error()) {
+				why = append(why, e.Error())
+			}
+		}
 	}
 	if len(files) > 0 {
 		slices.Sort(files)
 		slices.Sort(why)
-		return &CDIError{Device: name, Files: files, Err: fmt.Errorf("not defined by any spec file that loads; spec files that could define it are broken: %s", strings.Join(why, "; "))}
+		return &CDIError{Device: name, Files: files, Err: fmt.Errorf("not defined by any spec file that loads; spec files that could define it are broken (%s): %s", strings.Join(files, ", "), strings.Join(why, "; "))}
 	}
 	var same []string
 	for _, d := range r.cache.ListDevices() {
