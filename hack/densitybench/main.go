@@ -1,0 +1,406 @@
+// Command densitybench measures pod density under the stock kubelet (issue
+// 16): it runs the kubelet standalone with maxPods as asked on berth, then
+// on containerd v2.4.2 (as hack/bench-compare builds and configures it),
+// creates that many static pods of one busybox container at once, and
+// reports, for each runtime and their ratio: the time until all are
+// Running, the kubelet's PLEG relist duration p50/p99 (its /metrics)
+// while they start, with all running and during the teardown, pod start
+// p50/p99 as the kubelet sees it, the daemon's RSS, the runtime's memory
+// per pod (its per-pod processes' PSS, the pod cgroups' memory) and the
+// teardown's time. hack/density builds what it needs and runs it.
+//
+// It takes the kubelet-test lock (the kubelet's device-plugin dir and the
+// kernel settings it writes are machine-wide), and leaves the host as it
+// found it: processes, mounts, cgroups, links, iptables, sysctls; what the
+// runtime or the kubelet should have removed and did not is counted as a
+// leak (exit status 1).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	busybox    = "docker.io/library/busybox:latest"
+	pauseImage = "registry.k8s.io/pause:3.9"
+)
+
+type options struct {
+	pods, maxPods       int
+	runtimes            string
+	kubeDir, berth      string
+	containerdDir, runc string
+	cniBinDir, registry string
+	out                 string
+	idle, steady        time.Duration
+	timeout             time.Duration
+}
+
+func main() {
+	var o options
+	cache := os.Getenv("BERTH_CACHE")
+	flag.IntVar(&o.pods, "pods", 250, "static pods to create at once")
+	flag.IntVar(&o.maxPods, "max-pods", 250, "the kubelet's maxPods")
+	flag.StringVar(&o.runtimes, "runtimes", "berth,containerd", "runtimes to run, in order")
+	flag.StringVar(&o.kubeDir, "kubelet-dir", os.Getenv("BERTH_KUBELET_DIR"), "directory holding the kubelet (hack/kubelet)")
+	flag.StringVar(&o.berth, "berth", os.Getenv("BERTH_BINARY"), "berth binary")
+	flag.StringVar(&o.containerdDir, "containerd-dir", filepath.Join(cache, "containerd-v2.4.2"), "directory holding containerd and containerd-shim-runc-v2 (hack/install-containerd)")
+	flag.StringVar(&o.runc, "runc", filepath.Join(cache, "runc-v1.5.2", "runc"), "runc binary for containerd")
+	flag.StringVar(&o.cniBinDir, "cni-bin-dir", os.Getenv("BERTH_CNI_BIN_DIR"), "CNI plugin directory")
+	flag.StringVar(&o.registry, "registry", os.Getenv("BERTH_TEST_REGISTRY"), "host:port of the local registry (hack/registry)")
+	flag.StringVar(&o.out, "out", filepath.Join(os.Getenv("BERTH_OUTPUT"), "density"), "report directory")
+	flag.DurationVar(&o.idle, "idle", 15*time.Second, "wait after the kubelet is up, before the pods")
+	flag.DurationVar(&o.steady, "steady", 30*time.Second, "PLEG window with every pod running")
+	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "limit for the start and for the teardown, each")
+	flag.Parse()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := mainErr(log, &o); err != nil {
+		log.Error("density", "error", err)
+		os.Exit(1)
+	}
+}
+
+func mainErr(log *slog.Logger, o *options) error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("needs root")
+	}
+	if o.registry == "" {
+		return fmt.Errorf("no registry: set BERTH_TEST_REGISTRY or -registry (hack/density starts one)")
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	unlock, err := takeLock(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	var results []*result
+	leaks := 0
+	for _, name := range strings.Split(o.runtimes, ",") {
+		r, err := run(ctx, log, o, name)
+		if r != nil {
+			leaks += r.Leaks
+			b, _ := json.MarshalIndent(r, "", "  ")
+			os.WriteFile(filepath.Join(o.out, name+".json"), b, 0o644)
+			results = append(results, r)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	t := table(results)
+	os.WriteFile(filepath.Join(o.out, "table.md"), []byte(t), 0o644)
+	fmt.Print(t)
+	if leaks > 0 {
+		return fmt.Errorf("%d things left on the host (logged above as LEAK)", leaks)
+	}
+	return nil
+}
+
+// phase is the kubelet's PLEG relist figures over one part of the run.
+type phase struct {
+	Relists  float64 `json:"relists"`
+	P50      num     `json:"p50_s"`
+	P99      num     `json:"p99_s"`
+	Mean     num     `json:"mean_s"`
+	Interval num     `json:"interval_mean_s"` // between relists' starts
+}
+
+type result struct {
+	Runtime      string    `json:"runtime"`
+	Pods         int       `json:"pods"`
+	Running      int       `json:"running"`
+	PodIPs       int       `json:"pod_ips"` // distinct IPs on the benchmark's network among the Running pods
+	LoadBefore   string    `json:"load_before"`
+	LoadAfter    string    `json:"load_after"`
+	Started      time.Time `json:"started"`
+	AllRunning   float64   `json:"all_running_s"`
+	StartKubelet [2]num    `json:"pod_start_kubelet_p50_p99_s"` // kubelet_pod_start_duration_seconds
+	StartSLI     [2]num    `json:"pod_start_sli_p50_p99_s"`     // kubelet_pod_start_sli_duration_seconds
+	StartSeen    [2]num    `json:"pod_start_seen_p50_p99_s"`    // first Running in /pods - manifest written (1 s polls)
+	StartStatus  [2]num    `json:"pod_start_status_p50_p99_s"`  // the runtime's started_at - the kubelet's config.seen
+	// Observations of kubelet_pod_start_duration_seconds: two per pod, as
+	// the kubelet also observes a pod at its first sync, while it has no status.
+	StartKubeletN float64            `json:"pod_start_kubelet_count"`
+	PLEG          map[string]phase   `json:"pleg"`
+	DaemonRSS     map[string]float64 `json:"daemon_rss_mb"` // idle, peak, running, after
+	KubeletRSS    float64            `json:"kubelet_rss_mb"`
+	Procs         []group            `json:"procs"`
+	PSSPerPod     float64            `json:"runtime_pss_per_pod_mb"`
+	ContainerPSS  float64            `json:"container_pss_per_pod_mb"`
+	Cgroups       cgroupMem          `json:"pod_cgroups"`
+	Teardown      float64            `json:"teardown_s"`
+	ProcsAfter    []group            `json:"procs_after"`
+	Leaks         int                `json:"leaks"`
+}
+
+// num is a figure that may be missing (NaN), which JSON cannot say: null.
+type num float64
+
+func (n num) MarshalJSON() ([]byte, error) {
+	if math.IsNaN(float64(n)) || math.IsInf(float64(n), 0) {
+		return []byte("null"), nil
+	}
+	return json.Marshal(float64(n))
+}
+
+func (n *num) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*n = num(math.NaN())
+		return nil
+	}
+	return json.Unmarshal(b, (*float64)(n))
+}
+
+func mb(b int64) float64 { return float64(b) / (1 << 20) }
+
+func run(ctx context.Context, log *slog.Logger, o *options, name string) (r *result, err error) {
+	r = &result{Runtime: name, Pods: o.pods, LoadBefore: loadavg(), Started: time.Now().UTC(), PLEG: map[string]phase{}, DaemonRSS: map[string]float64{}}
+	work, err := os.MkdirTemp("", "bdens.") // short: socket paths
+	if err != nil {
+		return nil, err
+	}
+	cgroupRoot := fmt.Sprintf("/bdens-%d-%s", os.Getpid(), name)
+	h, err := snapshotHost(work, cgroupRoot)
+	if err != nil {
+		os.RemoveAll(work)
+		return nil, err
+	}
+	defer func() {
+		r.Leaks += h.restore(log)
+		r.LoadAfter = loadavg()
+		log.Info("host restored", "runtime", name, "leaks", r.Leaks)
+	}()
+	for _, d := range []string{"run", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(work, d), 0o755); err != nil {
+			return r, err
+		}
+	}
+	// Volatile state on a tmpfs, as /run is on a node (this VM's /run is
+	// on its ext4 disk).
+	if err := unix.Mount("bdens-run", filepath.Join(work, "run"), "tmpfs", 0, "mode=0711,size=4g"); err != nil {
+		return r, fmt.Errorf("mount the state tmpfs: %w", err)
+	}
+	if err := writeCNI(filepath.Join(work, "net.d"), filepath.Join(work, "run", "ipam")); err != nil {
+		return r, err
+	}
+	if err := makeNodeIP(); err != nil {
+		return r, err
+	}
+	if err := makeCgroupRoot(cgroupRoot); err != nil {
+		return r, err
+	}
+	var d *daemon
+	var argv []string
+	switch name {
+	case "berth":
+		d, argv, err = berthDaemon(o, work)
+	case "containerd":
+		d, argv, err = containerdDaemon(o, work)
+	default:
+		err = fmt.Errorf("unknown runtime %q (berth, containerd)", name)
+	}
+	if err != nil {
+		return r, err
+	}
+	if err := d.start(ctx, o, argv, work); err != nil {
+		return r, err
+	}
+	defer func() { r.Leaks += d.stop(log) }()
+	if err := d.pull(ctx); err != nil {
+		return r, err
+	}
+	k, err := startKubelet(ctx, o, d, work, cgroupRoot)
+	defer k.stop() // before the runtime's stop (deferred earlier)
+	if err != nil {
+		return r, err
+	}
+	log.Info("kubelet up", "runtime", name, "pid", k.cmd.Process.Pid, "load", loadavg())
+	if err := sleep(ctx, o.idle); err != nil {
+		return r, err
+	}
+	r.DaemonRSS["idle"] = mb(vmRSS(d.pid()))
+	m0, err := k.metrics()
+	if err != nil {
+		return r, err
+	}
+
+	// Start: every manifest at once, then /pods every second.
+	written := map[string]time.Time{}
+	t0 := time.Now()
+	for i := range o.pods {
+		n := fmt.Sprintf("d%03d", i)
+		if err := k.writeManifest(n); err != nil {
+			return r, err
+		}
+		written[n+"-bdens-node"] = time.Now()
+	}
+	seen := map[string]time.Time{}
+	var last []*pod
+	peak := int64(0)
+	for deadline := t0.Add(o.timeout); len(seen) < o.pods; {
+		if err := sleep(ctx, time.Second); err != nil {
+			return r, err
+		}
+		if !k.running() {
+			return r, fmt.Errorf("the kubelet exited; its log: %s", k.log)
+		}
+		peak = max(peak, vmRSS(d.pid()))
+		pods, err := k.pods()
+		if err != nil {
+			log.Warn("GET /pods", "error", err)
+			continue
+		}
+		last = pods
+		now := time.Now()
+		for _, p := range pods {
+			if _, ok := seen[p.Metadata.Name]; !ok && p.running() {
+				seen[p.Metadata.Name] = now
+			}
+		}
+		if time.Now().After(deadline) {
+			log.Error("not every pod Running before the timeout", "running", len(seen), "pods", o.pods)
+			break
+		}
+	}
+	r.Running = len(seen)
+	ips := map[string]bool{}
+	for _, p := range last {
+		if p.running() && strings.HasPrefix(p.Status.PodIP, netPrefix) {
+			ips[p.Status.PodIP] = true
+		}
+	}
+	r.PodIPs = len(ips)
+	r.AllRunning = time.Since(t0).Seconds()
+	r.DaemonRSS["peak"] = mb(peak)
+	log.Info("pods running", "runtime", name, "running", r.Running, "seconds", r.AllRunning, "load", loadavg())
+	m1, err := k.metrics()
+	if err != nil {
+		return r, err
+	}
+	var seenS, statusS []float64
+	for n, at := range seen {
+		seenS = append(seenS, at.Sub(written[n]).Seconds())
+	}
+	started, err := d.containerStarts(ctx)
+	if err != nil {
+		return r, err
+	}
+	for _, p := range last {
+		at, err := time.Parse(time.RFC3339Nano, p.Metadata.Annotations["kubernetes.io/config.seen"])
+		if s, ok := started[p.Metadata.UID]; ok && err == nil {
+			statusS = append(statusS, s.Sub(at).Seconds())
+		}
+	}
+	r.StartSeen = [2]num{num(percentile(seenS, 0.5)), num(percentile(seenS, 0.99))}
+	r.StartStatus = [2]num{num(percentile(statusS, 0.5)), num(percentile(statusS, 0.99))}
+	if h := m1.hists["kubelet_pod_start_duration_seconds"]; h != nil {
+		d := h.sub(m0.hists["kubelet_pod_start_duration_seconds"])
+		r.StartKubelet = [2]num{num(d.quantile(0.5)), num(d.quantile(0.99))}
+		r.StartKubeletN = d.count
+	}
+	if h := m1.hists["kubelet_pod_start_sli_duration_seconds"]; h != nil {
+		d := h.sub(m0.hists["kubelet_pod_start_sli_duration_seconds"])
+		r.StartSLI = [2]num{num(d.quantile(0.5)), num(d.quantile(0.99))}
+	}
+	r.PLEG["start"] = plegPhase(m0, m1)
+
+	// Steady: every pod running for a while; memory at the end of it.
+	if err := sleep(ctx, o.steady); err != nil {
+		return r, err
+	}
+	m2, err := k.metrics()
+	if err != nil {
+		return r, err
+	}
+	r.PLEG["running"] = plegPhase(m1, m2)
+	r.DaemonRSS["running"] = mb(vmRSS(d.pid()))
+	r.KubeletRSS = mb(vmRSS(k.cmd.Process.Pid))
+	var pss, cpss int64
+	r.Procs, pss, cpss = runtimeProcs(work, cgroupRoot, d.pid(), k.cmd.Process.Pid)
+	if r.Running > 0 {
+		r.PSSPerPod = mb(pss) / float64(r.Running)
+		r.ContainerPSS = mb(cpss) / float64(r.Running)
+	}
+	r.Cgroups = podCgroups(cgroupRoot)
+	log.Info("memory", "runtime", name, "daemon_rss_mb", r.DaemonRSS["running"], "runtime_pss_per_pod_mb", r.PSSPerPod, "procs", r.Procs, "cgroups", r.Cgroups)
+
+	// Teardown: every manifest removed at once, until the runtime lists
+	// no ready sandbox and no running container.
+	t1 := time.Now()
+	for i := range o.pods {
+		os.Remove(filepath.Join(k.manifests, fmt.Sprintf("d%03d.yaml", i)))
+	}
+	for deadline := t1.Add(o.timeout); ; {
+		if err := sleep(ctx, time.Second); err != nil {
+			return r, err
+		}
+		ready, running, _, err := d.counts(ctx)
+		if err != nil {
+			log.Warn("list the runtime's pods", "error", err)
+			continue
+		}
+		if ready == 0 && running == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			log.Error("teardown not done before the timeout", "ready", ready, "running", running)
+			break
+		}
+	}
+	r.Teardown = time.Since(t1).Seconds()
+	// The PLEG window of the teardown ends 10 s after it, so that it holds
+	// the relists that saw the last stops.
+	if err := sleep(ctx, 10*time.Second); err != nil {
+		return r, err
+	}
+	m3, err := k.metrics()
+	if err != nil {
+		return r, err
+	}
+	r.PLEG["teardown"] = plegPhase(m2, m3)
+	r.PLEG["all"] = plegPhase(m0, m3)
+	r.DaemonRSS["after"] = mb(vmRSS(d.pid()))
+	r.ProcsAfter, _, _ = runtimeProcs(work, cgroupRoot, d.pid(), k.cmd.Process.Pid)
+	log.Info("torn down", "runtime", name, "seconds", r.Teardown, "daemon_rss_mb", r.DaemonRSS["after"], "procs_left", r.ProcsAfter, "load", loadavg())
+	return r, nil
+}
+
+func plegPhase(before, after *metrics) phase {
+	var p phase
+	if h := after.hists["kubelet_pleg_relist_duration_seconds"]; h != nil {
+		d := h.sub(before.hists["kubelet_pleg_relist_duration_seconds"])
+		p.Relists, p.P50, p.P99, p.Mean = d.count, num(d.quantile(0.5)), num(d.quantile(0.99)), num(d.sum/d.count)
+	}
+	// Its buckets (1, 2.5 s) are too coarse for a percentile: the mean.
+	if h := after.hists["kubelet_pleg_relist_interval_seconds"]; h != nil {
+		d := h.sub(before.hists["kubelet_pleg_relist_interval_seconds"])
+		p.Interval = num(d.sum / d.count)
+	}
+	return p
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
