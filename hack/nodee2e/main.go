@@ -188,6 +188,9 @@ func run(ctx context.Context, log *slog.Logger, o options) (rc int, err error) {
 	host.links = append(host.links, rt.links()...)
 	host.natPrefixes = append(host.natPrefixes, rt.natPrefixes()...)
 	defer func() { leaks += rt.stop(log) }()
+	// Before the runtime stops (defers run last first): the suite leaves its
+	// kubelet and services up (--stop-services=false) for this.
+	defer stopServices(ctx, log, rt.endpoint(), work)
 
 	start := time.Now()
 	res, err := runSuite(ctx, log, o, skips, &suiteEnv{work: work, endpoint: rt.endpoint(), nodeIP: nodeIP})

@@ -161,6 +161,9 @@ func runSuite(ctx context.Context, log *slog.Logger, o options, skips []skipEntr
 			"--kubelet-flags="+strings.Join(kubeletFlags(env.nodeIP), " "),
 			"--dns-domain=cluster.local",
 			"--report-dir="+o.out,
+			// The kubelet keeps running after the last spec, to tear its
+			// pods down before stopServices stops it.
+			"--stop-services=false",
 		)
 		cmd.Env = append(os.Environ(), "PATH="+path)
 	}

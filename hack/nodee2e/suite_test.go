@@ -1,7 +1,9 @@
 package main
 
 import (
+	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -76,5 +78,36 @@ func TestReadReport(t *testing.T) {
 	want := "[sig-node] Probing should restart [NodeConformance] [failed] (probe.go:7, 3s): timed out more"
 	if len(res.failures) != 2 || !slices.Contains(res.failures, want) {
 		t.Errorf("failures = %q, want %q among 2", res.failures, want)
+	}
+}
+
+func TestProcsRunningAndTerminate(t *testing.T) {
+	work := t.TempDir()
+	// A process named kubelet whose command line names work, as the
+	// suite's kubelet's does (its --kubeconfig is there).
+	bin := filepath.Join(work, "kubelet")
+	if err := os.Symlink("/bin/sleep", bin); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "300")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan struct{})
+	go func() { cmd.Wait(); close(waited) }()
+	defer cmd.Process.Kill()
+	if got := procsRunning("kubelet", work, ""); !slices.Equal(got, []int{cmd.Process.Pid}) {
+		t.Fatalf("procsRunning(kubelet) = %v, want [%d]", got, cmd.Process.Pid)
+	}
+	if got := procsRunning("kubelet", work, "--run-services-mode"); len(got) != 0 {
+		t.Fatalf("procsRunning with an argument it lacks = %v, want none", got)
+	}
+	if got := procsRunning("kubelet", t.TempDir(), ""); len(got) != 0 {
+		t.Fatalf("procsRunning naming another dir = %v, want none", got)
+	}
+	terminate(slog.New(slog.DiscardHandler), "kubelet", []int{cmd.Process.Pid})
+	<-waited
+	if alive(cmd.Process.Pid) {
+		t.Fatalf("pid %d alive after terminate", cmd.Process.Pid)
 	}
 }
