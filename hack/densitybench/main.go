@@ -24,8 +24,10 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -124,6 +126,7 @@ type phase struct {
 
 type result struct {
 	Runtime      string    `json:"runtime"`
+	Version      string    `json:"version"`
 	Pods         int       `json:"pods"`
 	Running      int       `json:"running"`
 	PodIPs       int       `json:"pod_ips"` // distinct IPs on the benchmark's network among the Running pods
@@ -138,6 +141,7 @@ type result struct {
 	// Observations of kubelet_pod_start_duration_seconds: two per pod, as
 	// the kubelet also observes a pod at its first sync, while it has no status.
 	StartKubeletN float64            `json:"pod_start_kubelet_count"`
+	Ops           map[string][]op    `json:"cri_ops"`
 	PLEG          map[string]phase   `json:"pleg"`
 	DaemonRSS     map[string]float64 `json:"daemon_rss_mb"` // idle, peak, running, after
 	KubeletRSS    float64            `json:"kubelet_rss_mb"`
@@ -171,7 +175,7 @@ func (n *num) UnmarshalJSON(b []byte) error {
 func mb(b int64) float64 { return float64(b) / (1 << 20) }
 
 func run(ctx context.Context, log *slog.Logger, o *options, name string) (r *result, err error) {
-	r = &result{Runtime: name, Pods: o.pods, LoadBefore: loadavg(), Started: time.Now().UTC(), PLEG: map[string]phase{}, DaemonRSS: map[string]float64{}}
+	r = &result{Runtime: name, Pods: o.pods, LoadBefore: loadavg(), Started: time.Now().UTC(), PLEG: map[string]phase{}, Ops: map[string][]op{}, DaemonRSS: map[string]float64{}}
 	work, err := os.MkdirTemp("", "bdens.") // short: socket paths
 	if err != nil {
 		return nil, err
@@ -218,6 +222,9 @@ func run(ctx context.Context, log *slog.Logger, o *options, name string) (r *res
 	}
 	if err != nil {
 		return r, err
+	}
+	if v, err := exec.Command(argv[0], "--version").Output(); err == nil {
+		r.Version = strings.TrimSpace(string(v))
 	}
 	if err := d.start(ctx, o, argv, work); err != nil {
 		return r, err
@@ -320,6 +327,7 @@ func run(ctx context.Context, log *slog.Logger, o *options, name string) (r *res
 		r.StartSLI = [2]num{num(d.quantile(0.5)), num(d.quantile(0.99))}
 	}
 	r.PLEG["start"] = plegPhase(m0, m1)
+	r.Ops["start"] = opsPhase(m0, m1)
 
 	// Steady: every pod running for a while; memory at the end of it.
 	if err := sleep(ctx, o.steady); err != nil {
@@ -330,6 +338,7 @@ func run(ctx context.Context, log *slog.Logger, o *options, name string) (r *res
 		return r, err
 	}
 	r.PLEG["running"] = plegPhase(m1, m2)
+	r.Ops["running"] = opsPhase(m1, m2)
 	r.DaemonRSS["running"] = mb(vmRSS(d.pid()))
 	r.KubeletRSS = mb(vmRSS(k.cmd.Process.Pid))
 	var pss, cpss int64
@@ -375,11 +384,43 @@ func run(ctx context.Context, log *slog.Logger, o *options, name string) (r *res
 		return r, err
 	}
 	r.PLEG["teardown"] = plegPhase(m2, m3)
+	r.Ops["teardown"] = opsPhase(m2, m3)
 	r.PLEG["all"] = plegPhase(m0, m3)
 	r.DaemonRSS["after"] = mb(vmRSS(d.pid()))
 	r.ProcsAfter, _, _ = runtimeProcs(work, cgroupRoot, d.pid(), k.cmd.Process.Pid)
 	log.Info("torn down", "runtime", name, "seconds", r.Teardown, "daemon_rss_mb", r.DaemonRSS["after"], "procs_left", r.ProcsAfter, "load", loadavg())
 	return r, nil
+}
+
+// op is the kubelet's CRI calls of one type over a phase
+// (kubelet_runtime_operations_duration_seconds and _errors_total).
+type op struct {
+	Type   string  `json:"type"`
+	Count  float64 `json:"count"`
+	Mean   num     `json:"mean_s"`
+	P99    num     `json:"p99_s"`
+	Errors float64 `json:"errors"`
+}
+
+const opsName = "kubelet_runtime_operations_duration_seconds"
+
+func opsPhase(before, after *metrics) []op {
+	var out []op
+	for key, h := range after.series {
+		t, ok := strings.CutPrefix(key, opsName+`{operation_type="`)
+		if !ok {
+			continue
+		}
+		t = strings.TrimSuffix(t, `"}`)
+		d := h.sub(before.series[key])
+		if d.count == 0 {
+			continue
+		}
+		ek := `kubelet_runtime_operations_errors_total{operation_type="` + t + `"}`
+		out = append(out, op{Type: t, Count: d.count, Mean: num(d.sum / d.count), P99: num(d.quantile(0.99)), Errors: after.samples[ek] - before.samples[ek]})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Count*float64(out[i].Mean) > out[j].Count*float64(out[j].Mean) })
+	return out
 }
 
 func plegPhase(before, after *metrics) phase {

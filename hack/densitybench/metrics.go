@@ -15,6 +15,7 @@ import (
 // le) and every other sample by its name and labels as exposed.
 type metrics struct {
 	hists   map[string]*histogram
+	series  map[string]*histogram // by name{labels but le}, labels sorted
 	samples map[string]float64
 }
 
@@ -35,7 +36,7 @@ type bucket struct {
 // series with other labels (none of the ones read here have them) are
 // added together.
 func parseMetrics(r io.Reader) (*metrics, error) {
-	m := &metrics{hists: map[string]*histogram{}, samples: map[string]float64{}}
+	m := &metrics{hists: map[string]*histogram{}, series: map[string]*histogram{}, samples: map[string]float64{}}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -53,19 +54,17 @@ func parseMetrics(r io.Reader) (*metrics, error) {
 			if err != nil {
 				continue
 			}
-			h := m.hist(strings.TrimSuffix(name, "_bucket"))
-			i := sort.Search(len(h.buckets), func(i int) bool { return h.buckets[i].le >= le })
-			if i < len(h.buckets) && h.buckets[i].le == le {
-				h.buckets[i].count += value
-			} else {
-				h.buckets = append(h.buckets, bucket{})
-				copy(h.buckets[i+1:], h.buckets[i:])
-				h.buckets[i] = bucket{le, value}
-			}
+			base := strings.TrimSuffix(name, "_bucket")
+			m.hist(base).add(le, value)
+			m.seriesOf(base, labels).add(le, value)
 		case strings.HasSuffix(name, "_sum") && m.isHist(name, "_sum"):
-			m.hist(strings.TrimSuffix(name, "_sum")).sum += value
+			base := strings.TrimSuffix(name, "_sum")
+			m.hist(base).sum += value
+			m.seriesOf(base, labels).sum += value
 		case strings.HasSuffix(name, "_count") && m.isHist(name, "_count"):
-			m.hist(strings.TrimSuffix(name, "_count")).count += value
+			base := strings.TrimSuffix(name, "_count")
+			m.hist(base).count += value
+			m.seriesOf(base, labels).count += value
 		default:
 			m.samples[sampleKey(line)] += value
 		}
@@ -75,9 +74,11 @@ func parseMetrics(r io.Reader) (*metrics, error) {
 	}
 	// A histogram's _sum and _count come after its buckets in the format;
 	// one that got no buckets was not a histogram.
-	for k, h := range m.hists {
-		if len(h.buckets) == 0 {
-			delete(m.hists, k)
+	for _, hs := range []map[string]*histogram{m.hists, m.series} {
+		for k, h := range hs {
+			if len(h.buckets) == 0 {
+				delete(hs, k)
+			}
 		}
 	}
 	return m, nil
@@ -90,6 +91,52 @@ func (m *metrics) hist(name string) *histogram {
 		m.hists[name] = h
 	}
 	return h
+}
+
+// seriesOf is the histogram of one label set (le left out).
+func (m *metrics) seriesOf(name string, labels map[string]string) *histogram {
+	key := seriesKey(name, labels)
+	h := m.series[key]
+	if h == nil {
+		h = &histogram{}
+		m.series[key] = h
+	}
+	return h
+}
+
+// seriesKey is name{k="v",...} with the labels but le, sorted by name.
+func seriesKey(name string, labels map[string]string) string {
+	var ks []string
+	for k := range labels {
+		if k != "le" {
+			ks = append(ks, k)
+		}
+	}
+	if len(ks) == 0 {
+		return name
+	}
+	sort.Strings(ks)
+	var b strings.Builder
+	b.WriteString(name + "{")
+	for i, k := range ks {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%s=%q", k, labels[k])
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+func (h *histogram) add(le, count float64) {
+	i := sort.Search(len(h.buckets), func(i int) bool { return h.buckets[i].le >= le })
+	if i < len(h.buckets) && h.buckets[i].le == le {
+		h.buckets[i].count += count
+		return
+	}
+	h.buckets = append(h.buckets, bucket{})
+	copy(h.buckets[i+1:], h.buckets[i:])
+	h.buckets[i] = bucket{le, count}
 }
 
 // isHist tells whether name (NAME_sum or NAME_count) belongs to a histogram

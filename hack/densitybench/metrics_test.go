@@ -21,6 +21,14 @@ kubelet_running_containers{container_state="exited"} 3 1700000000000
 weird{a="x,y}",b="q\"uote"} 7
 process_resident_memory_bytes 5.0e+07
 kubelet_http_requests_total_sum 4
+kubelet_runtime_operations_duration_seconds_bucket{operation_type="container_status",le="0.01"} 40
+kubelet_runtime_operations_duration_seconds_bucket{operation_type="container_status",le="+Inf"} 50
+kubelet_runtime_operations_duration_seconds_sum{operation_type="container_status"} 0.9
+kubelet_runtime_operations_duration_seconds_count{operation_type="container_status"} 50
+kubelet_runtime_operations_duration_seconds_bucket{le="0.01",operation_type="list_containers"} 5
+kubelet_runtime_operations_duration_seconds_bucket{le="+Inf",operation_type="list_containers"} 6
+kubelet_runtime_operations_duration_seconds_sum{operation_type="list_containers"} 0.1
+kubelet_runtime_operations_duration_seconds_count{operation_type="list_containers"} 6
 `
 
 func TestParseMetrics(t *testing.T) {
@@ -46,6 +54,29 @@ func TestParseMetrics(t *testing.T) {
 		if got, ok := m.samples[key]; !ok || got != want {
 			t.Errorf("sample %s = %v (present %v), want %v", key, got, ok, want)
 		}
+	}
+}
+
+func TestParseMetricsSeries(t *testing.T) {
+	m, err := parseMetrics(strings.NewReader(scrape))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := m.hists["kubelet_runtime_operations_duration_seconds"]
+	if all == nil || all.count != 56 || all.buckets[0].count != 45 || all.buckets[1].count != 56 {
+		t.Fatalf("histogram summed over operation types: %+v", all)
+	}
+	cs := m.series[`kubelet_runtime_operations_duration_seconds{operation_type="container_status"}`]
+	if cs == nil || cs.count != 50 || cs.sum != 0.9 || len(cs.buckets) != 2 || cs.buckets[0].count != 40 {
+		t.Fatalf("container_status series: %+v", cs)
+	}
+	// le before or after the other labels: the same series.
+	lc := m.series[`kubelet_runtime_operations_duration_seconds{operation_type="list_containers"}`]
+	if lc == nil || lc.count != 6 || lc.buckets[1].count != 6 {
+		t.Fatalf("list_containers series: %+v", lc)
+	}
+	if m.series["kubelet_pleg_relist_duration_seconds"] == nil {
+		t.Error("an unlabelled histogram has a series of its own name")
 	}
 }
 

@@ -103,7 +103,7 @@ func table(rs []*result) string {
 	}
 	b.WriteString("\n")
 	for _, r := range rs {
-		fmt.Fprintf(&b, "%s (%s, load %s before, %s after): per-pod processes with all running:", r.Runtime, r.Started.Format("2006-01-02T15:04Z"), r.LoadBefore, r.LoadAfter)
+		fmt.Fprintf(&b, "%s (%s; %s, load %s before, %s after): per-pod processes with all running:", r.Runtime, r.Version, r.Started.Format("2006-01-02T15:04Z"), r.LoadBefore, r.LoadAfter)
 		for _, g := range r.Procs {
 			fmt.Fprintf(&b, " %s ×%d RSS %.2f PSS %.2f MB each;", g.Comm, g.Count, g.RSS, g.PSS)
 		}
@@ -115,6 +115,18 @@ func table(rs []*result) string {
 			fmt.Fprintf(&b, " %s ×%d", g.Comm, g.Count)
 		}
 		b.WriteString("\n")
+	}
+	for _, ph := range []string{"start", "running", "teardown"} {
+		fmt.Fprintf(&b, "\nThe kubelet's CRI calls, %s (kubelet_runtime_operations_duration_seconds; by total time):\n\n", ph)
+		b.WriteString("| runtime | call | count | mean (ms) | p99 (ms) | errors |\n| --- | --- | ---: | ---: | ---: | ---: |\n")
+		for _, r := range rs {
+			for i, o := range r.Ops[ph] {
+				if i == 8 {
+					break
+				}
+				fmt.Fprintf(&b, "| %s | %s | %.0f | %s | %s | %.0f |\n", r.Runtime, o.Type, o.Count, fmtNum(1000*float64(o.Mean), 1), fmtNum(1000*float64(o.P99), 0), o.Errors)
+			}
+		}
 	}
 	return b.String()
 }
