@@ -203,6 +203,8 @@ devices:
 			tweak: cdiDevs("vendor.example/fake=gpu0"), check: gpu0},
 		{name: "nor does it explain an unknown device", files: map[string]string{"fake.yaml": fakeVendorSpec, "other.yaml": strings.Replace(other, "0.6.0", "9.9.9", 1)},
 			tweak: cdiDevs("vendor.example/fake=gpu9"), wantErr: []string{"no spec file in"}, notFound: true, field: "cdi_devices[0].name"},
+		{name: "nor does another vendor's that does not parse", files: map[string]string{"fake.yaml": fakeVendorSpec, "other.yaml": other + "  - name: [\n", "other.json": `{"kind": "other.example/thing", "devices": [`},
+			tweak: cdiDevs("vendor.example/fake=gpu9"), wantErr: []string{"no spec file in"}, notFound: true, field: "cdi_devices[0].name"},
 		{name: "device defined twice", files: map[string]string{"fake.yaml": fakeVendorSpec, "fake-copy.yaml": fakeVendorSpec},
 			tweak: cdiDevs("vendor.example/fake=gpu0"), wantErr: []string{"conflicting device", "fake.yaml", "fake-copy.yaml"}, field: "cdi_devices[0].name"},
 		{name: "edits that do not apply", files: map[string]string{"fake.yaml": `cdiVersion: "0.6.0"

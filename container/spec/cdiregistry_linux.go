@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -148,18 +149,24 @@ func (r *CDIRegistry) unknown(name string) error {
 	return &CDIError{Device: name, Unknown: true, Err: fmt.Errorf("no spec file in %s defines it (%s)", strings.Join(r.dirs, ", "), hint)}
 }
 
+// kindLine finds a kind key in a file that does not parse, YAML or JSON.
+var kindLine = regexp.MustCompile(`(?m)^[\s{]*"?kind"?\s*:\s*["']?([A-Za-z0-9._-]+/[A-Za-z0-9._-]+)`)
+
 // specKind is the kind (vendor/class) a spec file declares, "" when it
-// does not parse.
+// cannot be told: a file whose syntax is broken is looked at line by
+// line, so that it does not stand in the way of other vendors' devices.
 func specKind(path string) string {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return ""
 	}
-	raw, err := cdiapi.ParseSpec(data)
-	if err != nil || raw == nil {
-		return ""
+	if raw, err := cdiapi.ParseSpec(data); err == nil && raw != nil {
+		return raw.Kind
 	}
-	return raw.Kind
+	if m := kindLine.FindSubmatch(data); m != nil {
+		return string(m[1])
+	}
+	return ""
 }
 
 func joinErrs(errs []error) string {
