@@ -121,6 +121,7 @@ type phase struct {
 	P50      num     `json:"p50_s"`
 	P99      num     `json:"p99_s"`
 	Mean     num     `json:"mean_s"`
+	Over1s   float64 `json:"over_1s"`         // relists that took more than 1 s
 	Interval num     `json:"interval_mean_s"` // between relists' starts
 }
 
@@ -140,18 +141,22 @@ type result struct {
 	StartStatus  [2]num    `json:"pod_start_status_p50_p99_s"`  // the runtime's started_at - the kubelet's config.seen
 	// Observations of kubelet_pod_start_duration_seconds: two per pod, as
 	// the kubelet also observes a pod at its first sync, while it has no status.
-	StartKubeletN float64            `json:"pod_start_kubelet_count"`
-	Ops           map[string][]op    `json:"cri_ops"`
-	PLEG          map[string]phase   `json:"pleg"`
-	DaemonRSS     map[string]float64 `json:"daemon_rss_mb"` // idle, peak, running, after
-	KubeletRSS    float64            `json:"kubelet_rss_mb"`
-	Procs         []group            `json:"procs"`
-	PSSPerPod     float64            `json:"runtime_pss_per_pod_mb"`
-	ContainerPSS  float64            `json:"container_pss_per_pod_mb"`
-	Cgroups       cgroupMem          `json:"pod_cgroups"`
-	Teardown      float64            `json:"teardown_s"`
-	ProcsAfter    []group            `json:"procs_after"`
-	Leaks         int                `json:"leaks"`
+	StartKubeletN float64             `json:"pod_start_kubelet_count"`
+	Ops           map[string][]op     `json:"cri_ops"`
+	CPU           map[string]phaseCPU `json:"cpu"`
+	PLEG          map[string]phase    `json:"pleg"`
+	DaemonRSS     map[string]float64  `json:"daemon_rss_mb"` // idle, peak, running, after
+	KubeletRSS    float64             `json:"kubelet_rss_mb"`
+	Procs         []group             `json:"procs"`
+	// CPU the per-pod processes (monitors and pause, shims and pause) used
+	// in their lives, with their reaped children (libcontainer init, runc).
+	PodProcsCPU  float64   `json:"pod_procs_cpu_s"`
+	PSSPerPod    float64   `json:"runtime_pss_per_pod_mb"`
+	ContainerPSS float64   `json:"container_pss_per_pod_mb"`
+	Cgroups      cgroupMem `json:"pod_cgroups"`
+	Teardown     float64   `json:"teardown_s"`
+	ProcsAfter   []group   `json:"procs_after"`
+	Leaks        int       `json:"leaks"`
 }
 
 // num is a figure that may be missing (NaN), which JSON cannot say: null.
@@ -175,7 +180,7 @@ func (n *num) UnmarshalJSON(b []byte) error {
 func mb(b int64) float64 { return float64(b) / (1 << 20) }
 
 func run(ctx context.Context, log *slog.Logger, o *options, name string) (r *result, err error) {
-	r = &result{Runtime: name, Pods: o.pods, LoadBefore: loadavg(), Started: time.Now().UTC(), PLEG: map[string]phase{}, Ops: map[string][]op{}, DaemonRSS: map[string]float64{}}
+	r = &result{Runtime: name, Pods: o.pods, LoadBefore: loadavg(), Started: time.Now().UTC(), PLEG: map[string]phase{}, Ops: map[string][]op{}, CPU: map[string]phaseCPU{}, DaemonRSS: map[string]float64{}}
 	work, err := os.MkdirTemp("", "bdens.") // short: socket paths
 	if err != nil {
 		return nil, err
@@ -247,6 +252,7 @@ func run(ctx context.Context, log *slog.Logger, o *options, name string) (r *res
 	if err != nil {
 		return r, err
 	}
+	c0 := markCPU(d, k)
 
 	// Start: every manifest at once, then /pods every second.
 	written := map[string]time.Time{}
@@ -301,6 +307,8 @@ func run(ctx context.Context, log *slog.Logger, o *options, name string) (r *res
 	if err != nil {
 		return r, err
 	}
+	c1 := markCPU(d, k)
+	r.CPU["start"] = c1.since(c0)
 	var seenS, statusS []float64
 	for n, at := range seen {
 		seenS = append(seenS, at.Sub(written[n]).Seconds())
@@ -337,12 +345,14 @@ func run(ctx context.Context, log *slog.Logger, o *options, name string) (r *res
 	if err != nil {
 		return r, err
 	}
+	c2 := markCPU(d, k)
+	r.CPU["running"] = c2.since(c1)
 	r.PLEG["running"] = plegPhase(m1, m2)
 	r.Ops["running"] = opsPhase(m1, m2)
 	r.DaemonRSS["running"] = mb(vmRSS(d.pid()))
 	r.KubeletRSS = mb(vmRSS(k.cmd.Process.Pid))
 	var pss, cpss int64
-	r.Procs, pss, cpss = runtimeProcs(work, cgroupRoot, d.pid(), k.cmd.Process.Pid)
+	r.Procs, pss, cpss, r.PodProcsCPU = runtimeProcs(work, cgroupRoot, d.pid(), k.cmd.Process.Pid)
 	if r.Running > 0 {
 		r.PSSPerPod = mb(pss) / float64(r.Running)
 		r.ContainerPSS = mb(cpss) / float64(r.Running)
@@ -374,6 +384,7 @@ func run(ctx context.Context, log *slog.Logger, o *options, name string) (r *res
 		}
 	}
 	r.Teardown = time.Since(t1).Seconds()
+	r.CPU["teardown"] = markCPU(d, k).since(c2)
 	// The PLEG window of the teardown ends 10 s after it, so that it holds
 	// the relists that saw the last stops.
 	if err := sleep(ctx, 10*time.Second); err != nil {
@@ -387,7 +398,7 @@ func run(ctx context.Context, log *slog.Logger, o *options, name string) (r *res
 	r.Ops["teardown"] = opsPhase(m2, m3)
 	r.PLEG["all"] = plegPhase(m0, m3)
 	r.DaemonRSS["after"] = mb(vmRSS(d.pid()))
-	r.ProcsAfter, _, _ = runtimeProcs(work, cgroupRoot, d.pid(), k.cmd.Process.Pid)
+	r.ProcsAfter, _, _, _ = runtimeProcs(work, cgroupRoot, d.pid(), k.cmd.Process.Pid)
 	log.Info("torn down", "runtime", name, "seconds", r.Teardown, "daemon_rss_mb", r.DaemonRSS["after"], "procs_left", r.ProcsAfter, "load", loadavg())
 	return r, nil
 }
@@ -398,6 +409,7 @@ type op struct {
 	Type   string  `json:"type"`
 	Count  float64 `json:"count"`
 	Mean   num     `json:"mean_s"`
+	Over1s float64 `json:"over_1s"` // relists that took more than 1 s
 	P99    num     `json:"p99_s"`
 	Errors float64 `json:"errors"`
 }
@@ -423,11 +435,45 @@ func opsPhase(before, after *metrics) []op {
 	return out
 }
 
+// phaseCPU is where the CPU went in one phase: the runtime daemon (and the
+// children it reaped), the kubelet, and the whole machine's busy share.
+type phaseCPU struct {
+	Seconds float64 `json:"seconds"`
+	Daemon  cpu     `json:"daemon"`
+	Kubelet cpu     `json:"kubelet"`
+	Busy    float64 `json:"machine_busy"` // fraction of all CPUs
+}
+
+type cpuMark struct {
+	at              time.Time
+	daemon, kubelet cpu
+	busy, total     float64
+}
+
+func markCPU(d *daemon, k *kubelet) cpuMark {
+	m := cpuMark{at: time.Now(), daemon: procCPU(d.pid()), kubelet: procCPU(k.cmd.Process.Pid)}
+	m.busy, m.total = machineBusy()
+	return m
+}
+
+func (m cpuMark) since(b cpuMark) phaseCPU {
+	p := phaseCPU{Seconds: m.at.Sub(b.at).Seconds(), Daemon: m.daemon.sub(b.daemon), Kubelet: m.kubelet.sub(b.kubelet)}
+	if m.total > b.total {
+		p.Busy = (m.busy - b.busy) / (m.total - b.total)
+	}
+	return p
+}
+
 func plegPhase(before, after *metrics) phase {
 	var p phase
 	if h := after.hists["kubelet_pleg_relist_duration_seconds"]; h != nil {
 		d := h.sub(before.hists["kubelet_pleg_relist_duration_seconds"])
 		p.Relists, p.P50, p.P99, p.Mean = d.count, num(d.quantile(0.5)), num(d.quantile(0.99)), num(d.sum/d.count)
+		for _, b := range d.buckets {
+			if b.le == 1 {
+				p.Over1s = d.count - b.count
+			}
+		}
 	}
 	// Its buckets (1, 2.5 s) are too coarse for a percentile: the mean.
 	if h := after.hists["kubelet_pleg_relist_interval_seconds"]; h != nil {

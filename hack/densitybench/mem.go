@@ -44,6 +44,52 @@ func statusKB(data []byte, key string) int64 {
 	return 0
 }
 
+// cpu is CPU time in seconds: a process's own (utime+stime) and that of
+// its reaped children (cutime+cstime: for a daemon, the CNI plugins and
+// runc or libcontainer helpers it ran), from /proc/PID/stat at 100 Hz.
+type cpu struct {
+	Self     float64 `json:"self_s"`
+	Children float64 `json:"children_s"`
+}
+
+func procCPU(pid int) cpu {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return cpu{}
+	}
+	end := bytes.LastIndexByte(data, ')')
+	if end < 0 {
+		return cpu{}
+	}
+	f := strings.Fields(string(data[end+1:]))
+	if len(f) < 15 {
+		return cpu{}
+	}
+	tick := func(i int) float64 { n, _ := strconv.ParseFloat(f[i], 64); return n / 100 }
+	// After the command: state is field 3, utime 14 ... cstime 17.
+	return cpu{Self: tick(11) + tick(12), Children: tick(13) + tick(14)}
+}
+
+func (c cpu) sub(b cpu) cpu { return cpu{c.Self - b.Self, c.Children - b.Children} }
+
+// machineBusy is the host's busy and total CPU time in seconds (/proc/stat).
+func machineBusy() (busy, total float64) {
+	data, _ := os.ReadFile("/proc/stat")
+	line, _, _ := strings.Cut(string(data), "\n")
+	f := strings.Fields(line)
+	for i, v := range f[1:] {
+		n, _ := strconv.ParseFloat(v, 64)
+		if i >= 8 { // guest time is counted in user already
+			break
+		}
+		total += n / 100
+		if i != 3 && i != 4 { // idle, iowait
+			busy += n / 100
+		}
+	}
+	return busy, total
+}
+
 func vmRSS(pid int) int64 {
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	return statusKB(b, "VmRSS")
@@ -66,7 +112,7 @@ func readProcMem(pid int) (procMem, bool) {
 // under the kubelet's cgroupRoot (pause, the containers), but for the
 // daemon itself, the kubelet and the containers' own processes, grouped
 // by name. containers is the containers' processes' total PSS.
-func runtimeProcs(work, cgroupRoot string, exclude ...int) (groups []group, pss int64, containers int64) {
+func runtimeProcs(work, cgroupRoot string, exclude ...int) (groups []group, pss int64, containers int64, cpuS float64) {
 	skip := map[int]bool{}
 	for _, p := range exclude {
 		skip[p] = true
@@ -85,6 +131,8 @@ func runtimeProcs(work, cgroupRoot string, exclude ...int) (groups []group, pss 
 			continue
 		}
 		pss += m.pss
+		c := procCPU(pid)
+		cpuS += c.Self + c.Children
 		g := by[m.comm]
 		if g == nil {
 			g = &group{Comm: m.comm}
@@ -100,7 +148,7 @@ func runtimeProcs(work, cgroupRoot string, exclude ...int) (groups []group, pss 
 		groups = append(groups, *g)
 	}
 	sort.Slice(groups, func(i, j int) bool { return groups[i].Comm < groups[j].Comm })
-	return groups, pss, containers
+	return groups, pss, containers, cpuS
 }
 
 // cgroupMem is the mean over the pods' cgroups (memory hierarchy, v1 on

@@ -55,9 +55,18 @@ func table(rs []*result) string {
 	for _, ph := range []struct{ key, label string }{{"start", "while starting"}, {"running", "all running"}, {"teardown", "teardown"}, {"all", "whole run"}} {
 		row("PLEG relist p50, "+ph.label+" (ms)", 1, func(r *result) float64 { return 1000 * float64(r.PLEG[ph.key].P50) })
 		row("PLEG relist p99, "+ph.label+" (ms)", 1, func(r *result) float64 { return 1000 * float64(r.PLEG[ph.key].P99) })
+		row("PLEG relists over 1 s, "+ph.label+" (of all)", 0, func(r *result) float64 { return r.PLEG[ph.key].Over1s })
+		row("PLEG relists, "+ph.label, 0, func(r *result) float64 { return r.PLEG[ph.key].Relists })
 		row("PLEG relist mean, "+ph.label+" (ms)", 1, func(r *result) float64 { return 1000 * float64(r.PLEG[ph.key].Mean) })
 		row("PLEG relist interval mean, "+ph.label+" (s)", 2, func(r *result) float64 { return float64(r.PLEG[ph.key].Interval) })
 	}
+	for _, ph := range []struct{ key, label string }{{"start", "while starting"}, {"teardown", "teardown"}} {
+		row("CPU, "+ph.label+": daemon (s)", 1, func(r *result) float64 { return r.CPU[ph.key].Daemon.Self })
+		row("CPU, "+ph.label+": the daemon's reaped children (CNI plugins) (s)", 1, func(r *result) float64 { return r.CPU[ph.key].Daemon.Children })
+		row("CPU, "+ph.label+": kubelet (s)", 1, func(r *result) float64 { return r.CPU[ph.key].Kubelet.Self })
+		row("CPU, "+ph.label+": machine busy (of 2 CPUs)", 2, func(r *result) float64 { return r.CPU[ph.key].Busy })
+	}
+	row("CPU of the per-pod processes in their lives (with their children: libcontainer, runc) (s)", 1, func(r *result) float64 { return r.PodProcsCPU })
 	row("daemon RSS idle, kubelet connected (MB)", 1, func(r *result) float64 { return r.DaemonRSS["idle"] })
 	row("daemon RSS peak while starting (MB)", 1, func(r *result) float64 { return r.DaemonRSS["peak"] })
 	row("daemon RSS, all running (MB)", 1, func(r *result) float64 { return r.DaemonRSS["running"] })
