@@ -75,8 +75,9 @@ type env struct {
 
 // newEnv takes the machine's kubelet turn, records the host, and starts
 // berth with registry mirrors for docker.io and registry.k8s.io and
-// --default-network on a bridge and subnet of its own.
-func newEnv(t *testing.T) *env {
+// --default-network on a bridge and subnet of its own; config is more of
+// berth's config, top-level keys.
+func newEnv(t *testing.T, config ...string) *env {
 	t.Helper()
 	framework.RequireRoot(t)
 	reg := framework.TestRegistry(t)
@@ -105,7 +106,7 @@ func newEnv(t *testing.T) *env {
 			t.Errorf("iptables rule naming the pod subnet left (deleted): %s", r)
 		}
 	})
-	cfg := fmt.Sprintf(`[cni]
+	cfg := strings.Join(config, "") + fmt.Sprintf(`[cni]
 default_network = true
 default_bridge = %q
 default_subnet = %q
