@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -86,6 +87,18 @@ func startKubelet(ctx context.Context, o *options, d *daemon, work, cgroupRoot s
 		"imageGCLowThresholdPercent":  99,
 		"serializeImagePulls":         false,
 		"runtimeRequestTimeout":       "2m",
+	}
+	if o.featureGates != "" {
+		gates := map[string]bool{}
+		for _, g := range strings.Split(o.featureGates, ",") {
+			k, v, ok := strings.Cut(g, "=")
+			b, err := strconv.ParseBool(v)
+			if !ok || err != nil {
+				return nil, fmt.Errorf("feature gate %q: want NAME=true|false", g)
+			}
+			gates[k] = b
+		}
+		cfg["featureGates"] = gates
 	}
 	data, _ := json.MarshalIndent(cfg, "", "  ")
 	cfgPath := filepath.Join(work, "kubelet.json")

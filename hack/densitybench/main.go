@@ -47,6 +47,7 @@ type options struct {
 	containerdDir, runc string
 	cniBinDir, registry string
 	out                 string
+	featureGates        string
 	idle, steady        time.Duration
 	timeout             time.Duration
 }
@@ -64,6 +65,7 @@ func main() {
 	flag.StringVar(&o.cniBinDir, "cni-bin-dir", os.Getenv("BERTH_CNI_BIN_DIR"), "CNI plugin directory")
 	flag.StringVar(&o.registry, "registry", os.Getenv("BERTH_TEST_REGISTRY"), "host:port of the local registry (hack/registry)")
 	flag.StringVar(&o.out, "out", filepath.Join(os.Getenv("BERTH_OUTPUT"), "density"), "report directory")
+	flag.StringVar(&o.featureGates, "feature-gates", "", "the kubelet's feature gates, NAME=true|false,... (e.g. EventedPLEG=true,PLEGOnDemandRelist=true)")
 	flag.DurationVar(&o.idle, "idle", 15*time.Second, "wait after the kubelet is up, before the pods")
 	flag.DurationVar(&o.steady, "steady", 30*time.Second, "PLEG window with every pod running")
 	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "limit for the start and for the teardown, each")
@@ -128,6 +130,7 @@ type phase struct {
 type result struct {
 	Runtime      string    `json:"runtime"`
 	Version      string    `json:"version"`
+	FeatureGates string    `json:"kubelet_feature_gates,omitempty"`
 	Pods         int       `json:"pods"`
 	Running      int       `json:"running"`
 	PodIPs       int       `json:"pod_ips"` // distinct IPs on the benchmark's network among the Running pods
@@ -180,7 +183,7 @@ func (n *num) UnmarshalJSON(b []byte) error {
 func mb(b int64) float64 { return float64(b) / (1 << 20) }
 
 func run(ctx context.Context, log *slog.Logger, o *options, name string) (r *result, err error) {
-	r = &result{Runtime: name, Pods: o.pods, LoadBefore: loadavg(), Started: time.Now().UTC(), PLEG: map[string]phase{}, Ops: map[string][]op{}, CPU: map[string]phaseCPU{}, DaemonRSS: map[string]float64{}}
+	r = &result{FeatureGates: o.featureGates, Runtime: name, Pods: o.pods, LoadBefore: loadavg(), Started: time.Now().UTC(), PLEG: map[string]phase{}, Ops: map[string][]op{}, CPU: map[string]phaseCPU{}, DaemonRSS: map[string]float64{}}
 	work, err := os.MkdirTemp("", "bdens.") // short: socket paths
 	if err != nil {
 		return nil, err

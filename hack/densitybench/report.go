@@ -112,7 +112,11 @@ func table(rs []*result) string {
 	}
 	b.WriteString("\n")
 	for _, r := range rs {
-		fmt.Fprintf(&b, "%s (%s; %s, load %s before, %s after): per-pod processes with all running:", r.Runtime, r.Version, r.Started.Format("2006-01-02T15:04Z"), r.LoadBefore, r.LoadAfter)
+		gates := ""
+		if r.FeatureGates != "" {
+			gates = "; kubelet feature gates " + r.FeatureGates
+		}
+		fmt.Fprintf(&b, "%s (%s%s; %s, load %s before, %s after): per-pod processes with all running:", r.Runtime, r.Version, gates, r.Started.Format("2006-01-02T15:04Z"), r.LoadBefore, r.LoadAfter)
 		for _, g := range r.Procs {
 			fmt.Fprintf(&b, " %s ×%d RSS %.2f PSS %.2f MB each;", g.Comm, g.Count, g.RSS, g.PSS)
 		}
