@@ -54,7 +54,11 @@ type Record struct {
 type pod struct {
 	// op serialises the operations that change the pod (stop, remove, the
 	// pause watcher); queries take only mu.
-	op sync.Mutex
+	op opLock
+	// del is the pod's CNI DEL while it runs, under op: it goes on when
+	// its caller gives up, and the next stop waits for it instead of
+	// starting another.
+	del *cniDel
 
 	mu      sync.RWMutex
 	rec     Record

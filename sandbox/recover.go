@@ -20,7 +20,7 @@ func (m *Manager) watch(p *pod, proc *Process) {
 	if !proc.Exited() {
 		return // handle closed: berth is shutting down or stopping it
 	}
-	p.op.Lock()
+	p.op.Lock("the pause watcher")
 	defer p.op.Unlock()
 	p.mu.Lock()
 	if p.removed || p.pause != proc || p.rec.State != StateReady {

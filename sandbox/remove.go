@@ -14,7 +14,7 @@ import (
 // it has on disk and in the cgroup tree, then forgets it. Removing an
 // unknown pod succeeds.
 func (m *Manager) Remove(ctx context.Context, id string) error {
-	return m.withPod(ctx, id, m.remove)
+	return m.withPod(ctx, id, "RemovePodSandbox", m.remove)
 }
 
 func (m *Manager) remove(ctx context.Context, p *pod) error {

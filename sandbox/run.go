@@ -86,7 +86,7 @@ func (m *Manager) run(ctx context.Context, id string, cfg *runtimeapi.PodSandbox
 	if err := m.nriRun(nctx, p); err != nil {
 		// Pause runs and is watched: the watcher must not see its stop as
 		// a death.
-		p.op.Lock()
+		p.op.Lock("RunPodSandbox")
 		defer p.op.Unlock()
 		return m.fail(ctx, p, cg, fmt.Errorf("pod %s: %w", id, err))
 	}

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/berth-runtime/berth/internal/deadline"
 	"github.com/berth-runtime/berth/internal/faultpoint"
 )
 
@@ -16,7 +16,7 @@ import (
 // (CNI DEL frees its IP) and removes its netns pin and /dev/shm. Stopping
 // a stopped or unknown pod succeeds; parts already gone are skipped.
 func (m *Manager) Stop(ctx context.Context, id string) error {
-	return m.withPod(ctx, id, func(ctx context.Context, p *pod) error {
+	return m.withPod(ctx, id, "StopPodSandbox", func(ctx context.Context, p *pod) error {
 		rec, _ := p.snapshot()
 		if err := m.stop(ctx, p); err != nil {
 			return err
@@ -28,10 +28,10 @@ func (m *Manager) Stop(ctx context.Context, id string) error {
 	})
 }
 
-// withPod runs f on pod id under the pod's operation lock, once NRI
-// plugins have caught up. A pod that is unknown, or removed meanwhile, is
-// not an error: Stop and Remove are idempotent.
-func (m *Manager) withPod(ctx context.Context, id string, f func(context.Context, *pod) error) error {
+// withPod runs f, the operation what, on pod id under the pod's operation
+// lock, once NRI plugins have caught up. A pod that is unknown, or removed
+// meanwhile, is not an error: Stop and Remove are idempotent.
+func (m *Manager) withPod(ctx context.Context, id, what string, f func(context.Context, *pod) error) error {
 	p, err := m.lookup(id)
 	if errors.Is(err, ErrNotFound) {
 		return nil
@@ -41,7 +41,9 @@ func (m *Manager) withPod(ctx context.Context, id string, f func(context.Context
 	}
 	ctx, unblock := m.opts.NRI.BlockSync(ctx)
 	defer unblock()
-	p.op.Lock()
+	if err := p.op.LockCtx(ctx, what); err != nil {
+		return fmt.Errorf("pod %s: %w", id, err)
+	}
 	defer p.op.Unlock()
 	if p.removed {
 		return nil
@@ -82,27 +84,11 @@ func (m *Manager) release(ctx context.Context, p *pod) error {
 	// netns outlives pause and the plugins need nothing of it (containerd,
 	// too, detaches the network before it stops its pause). DEL is most of
 	// a stop: deleting the veth waits for an RCU grace period.
-	var (
-		wg     sync.WaitGroup
-		cniErr error
-		took   struct{ pause, runtime, cni time.Duration }
-	)
+	var del *cniDel
 	if rec.Attached {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			m.opts.Faults.Hit(faultpoint.StopBeforeCNIDel, id)
-			t := time.Now()
-			// Not cut short by a caller that gives up: a plugin killed
-			// half-way leaves what no second DEL finds (the bridge
-			// plugin learns the pod's addresses from the link it
-			// deletes first, then drops their NAT rules).
-			cniCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cniDelTimeout)
-			defer cancel()
-			cniErr = m.net.Teardown(cniCtx, networkPod(&rec, cfg))
-			took.cni = time.Since(t)
-		}()
+		del = m.startDel(ctx, p, &rec, cfg)
 	}
+	var took struct{ pause, runtime time.Duration }
 	pauseErr, runtimeErr := func() (error, error) {
 		p.mu.RLock()
 		proc := p.pause
@@ -128,7 +114,13 @@ func (m *Manager) release(ctx context.Context, p *pod) error {
 		}
 		return nil, nil
 	}()
-	wg.Wait()
+	var cniErr error
+	if del != nil {
+		cniErr = del.wait(ctx, id)
+		if !errors.Is(cniErr, errDelRunning) {
+			p.del = nil
+		}
+	}
 	if pauseErr == nil && cniErr == nil {
 		m.opts.Faults.Hit(faultpoint.StopCNIDeleted, id)
 	}
@@ -154,7 +146,7 @@ func (m *Manager) release(ctx context.Context, p *pod) error {
 		}
 	})
 	if len(errs) == 0 && rec.State == StateReady {
-		m.log.Info("pod sandbox stopped", "pod", id, "pause", took.pause, "monitor", took.runtime, "cni_del", took.cni)
+		m.log.Info("pod sandbox stopped", "pod", id, "pause", took.pause, "monitor", took.runtime, "cni_del", del.took())
 	}
 	return errors.Join(errs...)
 }
@@ -166,4 +158,64 @@ func notReady(s State) State {
 		return s
 	}
 	return StateNotReady
+}
+
+// errDelRunning is a stop that gave up waiting for its pod's CNI DEL,
+// which goes on; the next stop waits for the same DEL.
+var errDelRunning = errors.New("CNI DEL still running")
+
+// cniDel is one CNI DEL of a pod, running detached from the calls that
+// wait for it.
+type cniDel struct {
+	done  chan struct{}
+	start time.Time
+	err   error
+	dur   time.Duration
+}
+
+// startDel starts the pod's CNI DEL, or returns the one an earlier stop
+// left running. The caller holds p.op.
+func (m *Manager) startDel(ctx context.Context, p *pod, rec *Record, cfg *runtimeapi.PodSandboxConfig) *cniDel {
+	if p.del != nil {
+		return p.del
+	}
+	d := &cniDel{done: make(chan struct{}), start: time.Now()}
+	p.del = d
+	id, pod := rec.ID, networkPod(rec, cfg)
+	// Not cut short by a caller that gives up: a plugin killed half-way
+	// leaves what no second DEL finds (the bridge plugin learns the pod's
+	// addresses from the link it deletes first, then drops their NAT
+	// rules).
+	cniCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cniDelTimeout)
+	go func() {
+		defer cancel()
+		defer close(d.done)
+		m.opts.Faults.Hit(faultpoint.StopBeforeCNIDel, id)
+		d.err = m.net.Teardown(cniCtx, pod)
+		d.dur = time.Since(d.start)
+	}()
+	return d
+}
+
+// wait waits for the DEL until shortly before ctx's deadline, and then
+// fails naming it: the caller answers in time, the DEL goes on.
+func (d *cniDel) wait(ctx context.Context, id string) error {
+	t := time.NewTimer(deadline.Budget(ctx, cniDelTimeout+time.Minute))
+	defer t.Stop()
+	select {
+	case <-d.done:
+		return d.err
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return fmt.Errorf("pod %s: %w after %s (it goes on; a retry waits for it): %w",
+		id, errDelRunning, time.Since(d.start).Round(time.Millisecond), context.DeadlineExceeded)
+}
+
+// took is how long the DEL ran, for the log.
+func (d *cniDel) took() time.Duration {
+	if d == nil {
+		return 0
+	}
+	return d.dur
 }

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/berth-runtime/berth/internal/deadline"
 )
 
 // ErrBlocked is what an operation that did not return in time fails with.
@@ -64,12 +66,7 @@ func New(log *slog.Logger, wait time.Duration) *Guard {
 // deadline, so the caller still has time to send the error that names the
 // path; the guard's wait when ctx has none.
 func (g *Guard) Budget(ctx context.Context) time.Duration {
-	dl, ok := ctx.Deadline()
-	if !ok {
-		return g.wait
-	}
-	left := time.Until(dl)
-	return max(left-min(left/5, 500*time.Millisecond), 0)
+	return deadline.Budget(ctx, g.wait)
 }
 
 // Do runs fn, the operation name on path, and waits for it at most

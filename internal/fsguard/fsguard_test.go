@@ -22,7 +22,7 @@ func TestDo(t *testing.T) {
 	}{
 		{"returns", background, func(<-chan struct{}, func(string)) error { return nil }, nil, false},
 		{"fails", background, func(<-chan struct{}, func(string)) error { return errOp }, errOp, false},
-		{"blocks past the deadline", deadline(300 * time.Millisecond), func(r <-chan struct{}, at func(string)) error {
+		{"blocks past the deadline", withDeadline(300 * time.Millisecond), func(r <-chan struct{}, at func(string)) error {
 			at("/x/stuck")
 			<-r
 			return nil
@@ -92,7 +92,7 @@ func background() (context.Context, context.CancelFunc) {
 	return context.WithCancel(context.Background())
 }
 
-func deadline(d time.Duration) func() (context.Context, context.CancelFunc) {
+func withDeadline(d time.Duration) func() (context.Context, context.CancelFunc) {
 	return func() (context.Context, context.CancelFunc) { return context.WithTimeout(context.Background(), d) }
 }
 
