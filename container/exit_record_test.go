@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-runtime/berth/container/monitor"
 	"github.com/berth-runtime/berth/internal/reserve"
+	"github.com/berth-runtime/berth/monitor"
 )
 
 // An exit is on disk once it is announced: RemoveContainer waits for the

@@ -11,8 +11,8 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/berth-runtime/berth/container/monitor"
 	"github.com/berth-runtime/berth/internal/faultpoint"
+	"github.com/berth-runtime/berth/monitor"
 )
 
 // ReasonMonitorGone is the exit reason of a container whose monitor died:

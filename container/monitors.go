@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-runtime/berth/container/monitor"
+	"github.com/berth-runtime/berth/monitor"
 )
 
 // podMonitor is berth's handle on one pod's monitor process. The monitor

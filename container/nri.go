@@ -11,8 +11,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/berth-runtime/berth/container/monitor"
 	"github.com/berth-runtime/berth/container/spec"
+	"github.com/berth-runtime/berth/monitor"
 	"github.com/berth-runtime/berth/nri"
 )
 

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/berth-runtime/berth/container/monitor"
+	"github.com/berth-runtime/berth/monitor"
 )
 
 // monitorAnswerTimeout bounds each call to a monitor while berth starts:

@@ -17,7 +17,6 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/berth-runtime/berth/container/monitor"
 	"github.com/berth-runtime/berth/container/spec"
 	"github.com/berth-runtime/berth/internal/cgroup"
 	"github.com/berth-runtime/berth/internal/events"
@@ -26,6 +25,7 @@ import (
 	"github.com/berth-runtime/berth/internal/idindex"
 	"github.com/berth-runtime/berth/internal/reserve"
 	"github.com/berth-runtime/berth/internal/store"
+	"github.com/berth-runtime/berth/monitor"
 	"github.com/berth-runtime/berth/nri"
 )
 

@@ -12,9 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/berth-runtime/berth/container/monitor"
 	"github.com/berth-runtime/berth/container/spec"
-	"github.com/berth-runtime/berth/sandbox/pause"
+	"github.com/berth-runtime/berth/monitor"
 )
 
 // User namespaces (mode POD): pause is cloned into the pod's user
@@ -160,7 +159,7 @@ func ProbeUserNamespaces(pauseArgs []string, idmapDirs, searchDirs []string) err
 	}
 	cmd := exec.Command(pauseArgs[0], pauseArgs[1:]...)
 	m := []monitor.IDMap{{ContainerID: 0, HostID: 1 << 30, Size: 65536}}
-	launch := pause.Launch{
+	launch := monitor.PauseLaunch{
 		Cmd: cmd, NewIPC: true, NewUTS: true, NewPID: true, Timeout: 10 * time.Second,
 		Prepare: monitor.PrepareUserNS(&monitor.UserNS{UIDs: m, GIDs: m}),
 	}

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/berth-runtime/berth/container/monitor"
+	"github.com/berth-runtime/berth/monitor"
 )
 
 // usernsProcess runs a process in a new user namespace mapping 0 to

@@ -12,6 +12,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-runtime/berth/internal/cgroup"
+	"github.com/berth-runtime/berth/monitor"
 	"github.com/berth-runtime/berth/sandbox/pause"
 )
 
@@ -124,7 +125,7 @@ func (d *DirectPause) Start(ctx context.Context, spec *PauseSpec) (*Process, err
 	}
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = env
-	launch := pause.Launch{
+	launch := monitor.PauseLaunch{
 		Cmd:    cmd,
 		NetNS:  spec.NetNS,
 		NewIPC: spec.NewIPC,

@@ -1,7 +1,8 @@
-// Command berth-monitor is berth's per-pod monitor (see package monitord).
-// It is a binary of its own, not a berth subcommand, because one runs per
-// pod and every container start and exec re-executes it as libcontainer's
-// init: a small binary keeps both the per-pod memory and that cost down.
+// Command berth-monitor is berth's per-pod monitor (see package
+// monitor/monitord). It is a binary of its own, not a berth subcommand,
+// because one runs per pod and every container start and exec re-executes
+// it as libcontainer's init: a small binary keeps both the per-pod memory
+// and that cost down.
 package main
 
 import (
@@ -20,8 +21,8 @@ import (
 	// The C constructor that joins namespaces before the Go runtime starts.
 	_ "github.com/opencontainers/runc/libcontainer/nsenter"
 
-	"github.com/berth-runtime/berth/container/monitord"
 	"github.com/berth-runtime/berth/internal/cgroup"
+	"github.com/berth-runtime/berth/monitor/monitord"
 )
 
 // libcontainer re-executes this binary as "init" inside each new container

@@ -20,11 +20,11 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/berth-runtime/berth/container/monitor"
 	"github.com/berth-runtime/berth/container/spec"
 	"github.com/berth-runtime/berth/internal/cgprime"
 	"github.com/berth-runtime/berth/internal/cgroup"
 	"github.com/berth-runtime/berth/internal/config"
+	"github.com/berth-runtime/berth/monitor"
 	"github.com/berth-runtime/berth/network"
 	"github.com/berth-runtime/berth/sandbox"
 )

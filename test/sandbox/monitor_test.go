@@ -38,7 +38,7 @@ func waitGone(t *testing.T, pid int, what string) {
 	}
 }
 
-// monitorSocket is where pod id's monitor serves (container/monitor.PathsFor).
+// monitorSocket is where pod id's monitor serves (monitor.PathsFor).
 func (e *env) monitorSocket(id string) string {
 	return filepath.Join(e.d.State, "monitors", id[:16]+".sock")
 }

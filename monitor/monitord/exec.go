@@ -12,7 +12,7 @@ import (
 	"github.com/opencontainers/runc/libcontainer"
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-runtime/berth/container/monitor"
+	"github.com/berth-runtime/berth/monitor"
 )
 
 // DefaultMaxOutput is the kubelet's cap on an exec's output.

@@ -18,8 +18,8 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-runtime/berth/container/logs"
-	"github.com/berth-runtime/berth/container/monitor"
+	"github.com/berth-runtime/berth/monitor"
+	"github.com/berth-runtime/berth/monitor/logs"
 )
 
 // drainTimeout bounds how long an exit waits for the output pipes to reach

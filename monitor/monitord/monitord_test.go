@@ -12,9 +12,9 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/berth-runtime/berth/container/monitor"
 	"github.com/berth-runtime/berth/container/spec"
 	"github.com/berth-runtime/berth/internal/cgroup"
+	"github.com/berth-runtime/berth/monitor"
 )
 
 // testParent holds the test containers' cgroups.

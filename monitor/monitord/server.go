@@ -17,8 +17,8 @@ import (
 	"os"
 	"sync"
 
-	"github.com/berth-runtime/berth/container/monitor"
 	"github.com/berth-runtime/berth/internal/cgroup"
+	"github.com/berth-runtime/berth/monitor"
 )
 
 // Server is one pod's monitor.

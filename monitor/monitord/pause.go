@@ -12,9 +12,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-runtime/berth/container/monitor"
 	"github.com/berth-runtime/berth/internal/cgroup"
-	"github.com/berth-runtime/berth/sandbox/pause"
+	"github.com/berth-runtime/berth/monitor"
 )
 
 // pauseStartTimeout bounds how long pause may take to report ready.
@@ -77,7 +76,7 @@ func (p *pauseProc) start(r *monitor.PauseRequest, driver cgroup.Driver) error {
 	}
 	cmd := exec.Command(r.Args[0], r.Args[1:]...)
 	cmd.Env = r.Env
-	launch := pause.Launch{
+	launch := monitor.PauseLaunch{
 		Cmd:     cmd,
 		NetNS:   r.NetNS,
 		NewIPC:  r.NewIPC,

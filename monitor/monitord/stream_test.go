@@ -13,7 +13,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/berth-runtime/berth/container/monitor"
+	"github.com/berth-runtime/berth/monitor"
 )
 
 func (e *env) running(id string, cfg *runtimeapi.ContainerConfig) {

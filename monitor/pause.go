@@ -95,7 +95,7 @@ func CloneIntoUserNS(cmd *exec.Cmd, u *UserNS) (*os.File, error) {
 }
 
 // PrepareUserNS is CloneIntoUserNS as a pause launch's Prepare step
-// (sandbox/pause.Launch): its cleanup closes the program's file once
+// (PauseLaunch): its cleanup closes the program's file once
 // pause has started.
 func PrepareUserNS(u *UserNS) func(*exec.Cmd) (func(), error) {
 	return func(cmd *exec.Cmd) (func(), error) {

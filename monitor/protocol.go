@@ -1,9 +1,11 @@
-// Package monitor is the protocol between berth and its per-pod monitor
-// processes, and berth's side of it: starting a monitor, calling it, and
-// reading the exit files it leaves.
+// Package monitor is the per-pod monitor, the pod's own process: the
+// protocol between berth and it, berth's side of it (starting a monitor,
+// calling it, reading the exit files it leaves, launching pause), with the
+// monitor's side beside it (monitord, binary berth-monitor) and the CRI
+// log writer it uses (logs). Both sandbox and container use it; it uses
+// neither.
 //
-// The monitor (package monitord, binary berth-monitor) is the parent of
-// every container of its pod. It outlives berth, so berth can restart
+// The monitor is the parent of pause and of every container of its pod. It outlives berth, so berth can restart
 // without any container noticing: logs keep being written and exits keep
 // being recorded, to files berth reads when it comes back.
 //

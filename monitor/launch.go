@@ -1,4 +1,4 @@
-package pause
+package monitor
 
 import (
 	"errors"
@@ -13,12 +13,13 @@ import (
 	"github.com/berth-runtime/berth/internal/netnsdo"
 )
 
-// Launch starts a pause process: the pod's monitor does it on berth's own
-// path, berth itself (sandbox.DirectPause) in tests and tools. Both need
-// the same careful start, so it lives here once.
-type Launch struct {
-	// Cmd names the program, its arguments and environment; Launch sets
-	// its directory, sync pipe (fd SyncFD) and clone flags.
+// PauseLaunch starts a pause process: the pod's monitor does it on
+// berth's own path, berth itself (sandbox.DirectPause) in tests and tools.
+// Both need the same careful start, so it lives here once, with the
+// process that is pause's parent.
+type PauseLaunch struct {
+	// Cmd names the program, its arguments and environment; Start sets
+	// its directory, sync pipe (fd PauseSyncFD) and clone flags.
 	Cmd *exec.Cmd
 	// NetNS is the pinned network namespace pause is born in; empty
 	// keeps the caller's.
@@ -36,10 +37,14 @@ type Launch struct {
 	Timeout time.Duration
 }
 
+// PauseSyncFD is where pause reports that it is set up: "ok", or the
+// error, then EOF (sandbox/pause.SyncFD, the same number from pause's side).
+const PauseSyncFD = 3
+
 // Start returns once pause runs, moved by Attach and reporting ready. On
 // error nothing of it is left: it is killed and reaped. On success the
 // caller owns Cmd and reaps it.
-func (l *Launch) Start() error {
+func (l *PauseLaunch) Start() error {
 	syncR, syncW, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("pause sync pipe: %w", err)
@@ -50,7 +55,7 @@ func (l *Launch) Start() error {
 		cmd.Env = []string{} // nil would hand pause the caller's environment
 	}
 	cmd.Dir = "/"
-	cmd.ExtraFiles = []*os.File{syncW} // SyncFD
+	cmd.ExtraFiles = []*os.File{syncW} // PauseSyncFD
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
