@@ -39,6 +39,12 @@ func (s *Service) watch(c *ctr, mon *podMonitor) {
 		case errors.Is(err, monitor.ErrUnreachable) || monitor.IsCode(err, monitor.CodeNotFound):
 			s.monitorGone(c)
 			return
+		case errors.Is(err, monitor.ErrVersion):
+			// The monitor runs the container, but not in a protocol this
+			// berth speaks: the container stays as recorded, and every
+			// call to it says why (a berth that speaks it takes over).
+			s.log.Error("pod monitor speaks a protocol this berth cannot serve: container kept as recorded", "container", id, "pod", c.snapshot().PodID, "error", err)
+			return
 		default:
 			s.log.Warn("wait for container exit", "container", id, "error", err)
 			select {

@@ -136,6 +136,11 @@ func (s *Service) AdoptPause(ctx context.Context, podID string, pid int, start u
 		// kill its pause.
 		return fmt.Errorf("pod %s: its monitor does not answer: %w", podID, ctx.Err())
 	}
+	if errors.Is(err, monitor.ErrVersion) {
+		// Alive, and pause with it, in a protocol this berth does not
+		// speak: kept, not killed.
+		return fmt.Errorf("pod %s: %w", podID, err)
+	}
 	if err != nil {
 		return gone("its monitor is gone")
 	}

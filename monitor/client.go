@@ -45,6 +45,7 @@ func (c *Client) Call(ctx context.Context, req *Request) (*Response, error) {
 	// monitor learns that nobody waits any more.
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
+	stamp(req)
 	data, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
@@ -60,8 +61,8 @@ func (c *Client) Call(ctx context.Context, req *Request) (*Response, error) {
 	if err := json.Unmarshal(line, resp); err != nil {
 		return nil, fmt.Errorf("monitor %s: bad response: %w", c.Socket, err)
 	}
-	if resp.Error != "" {
-		return resp, &Error{Code: resp.Code, Msg: resp.Error}
+	if err := c.checkResponse(resp); err != nil {
+		return resp, err
 	}
 	return resp, nil
 }

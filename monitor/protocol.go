@@ -46,6 +46,8 @@ const (
 
 // Request is one call.
 type Request struct {
+	// Version is the protocol version of the caller (version.go).
+	Version   int                   `json:"version,omitempty"`
 	Op        string                `json:"op"`
 	ID        string                `json:"id,omitempty"`
 	Create    *CreateRequest        `json:"create,omitempty"`
@@ -79,12 +81,14 @@ type ExecRequest struct {
 // Response is the answer to one call. Error is empty on success; Code
 // classifies it.
 type Response struct {
-	Error string      `json:"error,omitempty"`
-	Code  string      `json:"code,omitempty"`
-	Pid   int         `json:"pid,omitempty"`
-	State string      `json:"state,omitempty"`
-	Exit  *Exit       `json:"exit,omitempty"`
-	Exec  *ExecResult `json:"execResult,omitempty"`
+	// Version is the protocol version of the monitor (version.go).
+	Version int         `json:"version,omitempty"`
+	Error   string      `json:"error,omitempty"`
+	Code    string      `json:"code,omitempty"`
+	Pid     int         `json:"pid,omitempty"`
+	State   string      `json:"state,omitempty"`
+	Exit    *Exit       `json:"exit,omitempty"`
+	Exec    *ExecResult `json:"execResult,omitempty"`
 }
 
 // Error codes.

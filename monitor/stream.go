@@ -129,6 +129,7 @@ func (c *Client) open(ctx context.Context, req *Request) (*net.UnixConn, error) 
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnreachable, err)
 	}
+	stamp(req)
 	data, err := json.Marshal(req)
 	if err != nil {
 		conn.Close()
@@ -187,8 +188,8 @@ func (c *Client) readResponse(ctx context.Context, conn *net.UnixConn) (resp *Re
 	if err := json.Unmarshal(line, resp); err != nil {
 		return nil, files, nil, fmt.Errorf("monitor %s: bad response: %w", c.Socket, err)
 	}
-	if resp.Error != "" {
-		return resp, files, nil, &Error{Code: resp.Code, Msg: resp.Error}
+	if err := c.checkResponse(resp); err != nil {
+		return resp, files, nil, err
 	}
 	return resp, files, rest, nil
 }

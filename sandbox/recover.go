@@ -11,6 +11,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/berth-runtime/berth/monitor"
 	"github.com/berth-runtime/berth/network"
 )
 
@@ -178,6 +179,18 @@ func (m *Manager) adoptPause(ctx context.Context, p *pod) {
 		p.pause = proc
 		go m.watch(p, proc)
 		return
+	}
+	if errors.Is(err, monitor.ErrVersion) {
+		// The monitor runs, in a protocol version this berth does not
+		// serve: the pod is kept as recorded and reported, its pause
+		// watched directly; calls that need the monitor fail naming the
+		// versions.
+		if proc, perr := OpenProcess(p.rec.PausePid, p.rec.PauseStart, nil); perr == nil {
+			m.log.Error("pod monitor speaks a protocol this berth cannot serve: pod kept as recorded, pause watched directly", "pod", p.rec.ID, "pid", p.rec.PausePid, "error", err)
+			p.pause = proc
+			go m.watch(p, proc)
+			return
+		}
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		// The pod's runtime (its monitor) does not answer, but pause may

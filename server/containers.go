@@ -11,6 +11,7 @@ import (
 
 	"github.com/berth-runtime/berth/container"
 	"github.com/berth-runtime/berth/internal/idindex"
+	"github.com/berth-runtime/berth/monitor"
 )
 
 // Containers is the container service, as *container.Service implements
@@ -41,6 +42,9 @@ func containerError(err error) error {
 	case errors.Is(err, container.ErrNameReserved):
 		return status.Error(codes.AlreadyExists, err.Error())
 	case errors.Is(err, container.ErrState):
+		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, monitor.ErrVersion):
+		// The pod's monitor runs, in a protocol this berth does not speak.
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, container.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())

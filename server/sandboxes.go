@@ -10,6 +10,7 @@ import (
 
 	"github.com/berth-runtime/berth/internal/idindex"
 	"github.com/berth-runtime/berth/internal/reserve"
+	"github.com/berth-runtime/berth/monitor"
 	"github.com/berth-runtime/berth/sandbox"
 )
 
@@ -38,6 +39,9 @@ func sandboxError(err error) error {
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, reserve.ErrTaken):
 		return status.Error(codes.AlreadyExists, err.Error())
+	case errors.Is(err, monitor.ErrVersion):
+		// The pod's monitor runs, in a protocol this berth does not speak.
+		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, sandbox.ErrStuck):
 		// A pod whose processes outlive SIGKILL (one in D on a filesystem
 		// that does not answer) is a stop that timed out, as a

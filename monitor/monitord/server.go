@@ -77,6 +77,11 @@ func (s *Server) handle(conn net.Conn) {
 	var resp *monitor.Response
 	if err := json.Unmarshal(line, req); err != nil {
 		resp = fail(monitor.CodeInvalid, err)
+	} else if !monitor.Served(req.Version) {
+		// Refused before anything is done: a call of a version this
+		// monitor does not know may mean something else than it reads.
+		resp = fail(monitor.CodeVersion, fmt.Errorf("monitor of pod %s speaks protocol versions %d to %d, not the call's version %d", s.pod, monitor.MinProtocolVersion, monitor.ProtocolVersion, req.Version))
+		s.log.Warn("call of a protocol version not served", "op", req.Op, "version", req.Version)
 	} else if uc, ok := conn.(*net.UnixConn); ok && isStreamOp(req.Op) {
 		s.serveStream(uc, r, req) // stream.go
 		return
@@ -90,6 +95,7 @@ func (s *Server) handle(conn net.Conn) {
 		resp = s.dispatch(ctx, req)
 		cancel()
 	}
+	resp.Version = monitor.ProtocolVersion
 	data, _ := json.Marshal(resp)
 	conn.Write(append(data, '\n'))
 	settle() // memory.go

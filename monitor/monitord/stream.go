@@ -59,6 +59,7 @@ func isStreamOp(op string) bool { return op == monitor.OpExecStream || op == mon
 // the streams after the response.
 func (s *Server) serveStream(conn *net.UnixConn, r *bufio.Reader, req *monitor.Request) {
 	reply := func(resp *monitor.Response, files ...*os.File) error {
+		resp.Version = monitor.ProtocolVersion
 		data, _ := json.Marshal(resp)
 		var oob []byte
 		if len(files) > 0 {
