@@ -39,9 +39,10 @@ type Daemon struct {
 	Args       []string
 	PID        int
 
-	t    testing.TB
-	env  []string
-	proc *process
+	t      testing.TB
+	env    []string
+	binary string // "" is the binary under test (WithBinary, SetBinary)
+	proc   *process
 }
 
 type process struct {
@@ -58,6 +59,7 @@ type options struct {
 	args   []string
 	env    []string
 	socket string
+	binary string
 }
 
 // WithConfig writes toml as the daemon's config file. Paths set by the
@@ -94,6 +96,7 @@ func StartDaemon(t testing.TB, opts ...Option) *Daemon {
 		LogPath:    filepath.Join(dir, "berth.log"),
 		t:          t,
 		env:        o.env,
+		binary:     o.binary,
 	}
 	if err := os.Mkdir(d.CNIConfDir, 0o755); err != nil {
 		t.Fatal(err)
@@ -156,7 +159,11 @@ func (d *Daemon) spawn() error {
 		return err
 	}
 	defer log.Close() // the child has its own copy
-	cmd := exec.Command(Binary(d.t), d.Args...)
+	bin := d.binary
+	if bin == "" {
+		bin = Binary(d.t)
+	}
+	cmd := exec.Command(bin, d.Args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.Env = append(os.Environ(), d.env...)
 	if err := cmd.Start(); err != nil {

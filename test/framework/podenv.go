@@ -22,6 +22,12 @@ type PodEnv struct {
 // NewPodEnv starts it; prefix names the test's cgroup parent.
 func NewPodEnv(t *testing.T, prefix string) *PodEnv {
 	t.Helper()
+	return NewPodEnvWith(t, prefix)
+}
+
+// NewPodEnvWith is NewPodEnv with options for its daemon.
+func NewPodEnvWith(t *testing.T, prefix string, opts ...Option) *PodEnv {
+	t.Helper()
 	RequireRoot(t)
 	reg := TestRegistry(t)
 	e := &PodEnv{T: t, Image: reg + "/library/busybox:latest", Parent: "/" + prefix + "-" + RandHex(4)}
@@ -30,7 +36,7 @@ func NewPodEnv(t *testing.T, prefix string) *PodEnv {
 	// Registered first, so it runs last: after the daemon's cleanup has
 	// removed the pods inside it.
 	t.Cleanup(func() { RemoveCgroup(e.Parent) })
-	e.D = StartDaemon(t, WithArgs("--cni-conf-dir", n.ConfDir, "--cni-bin-dir", n.BinDir))
+	e.D = StartDaemon(t, append([]Option{WithArgs("--cni-conf-dir", n.ConfDir, "--cni-bin-dir", n.BinDir)}, opts...)...)
 	if _, err := e.D.Image.PullImage(Ctx(t), &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: e.Image}}); err != nil {
 		t.Fatalf("pull %s: %v", e.Image, err)
 	}
