@@ -42,9 +42,9 @@ func Git(t testing.TB, args ...string) string {
 }
 
 // BuildCommit returns the berth binary of commit (with its monitor and
-// pause beside it), built once from that commit's tree and kept in
-// $BERTH_CACHE/berth-at/<full hash>: an upgrade test runs what the commit
-// before shipped.
+// pause beside it), built once from that commit's tree by its hack/build
+// and kept in $BERTH_CACHE/berth-at/<full hash>: an upgrade test runs what
+// the commit before shipped.
 func BuildCommit(t testing.TB, commit string) string {
 	t.Helper()
 	sha := Git(t, "rev-parse", "--verify", commit+"^{commit}")
@@ -67,23 +67,29 @@ func BuildCommit(t testing.TB, commit string) string {
 		t.Fatal(err)
 	}
 	// The commit's tree alone (no work tree of the repository's to add
-	// and remove), built as hack/build builds.
+	// and remove).
 	archive := exec.Command("sh", "-c", `git -C "$1" archive "$2" | tar -x -C "$3"`, "sh", root, sha, src)
 	if out, err := archive.CombinedOutput(); err != nil {
 		t.Fatalf("extract commit %s: %v\n%s", sha, err, out)
 	}
+	// Built as that commit builds itself (its own hack/build: which
+	// binaries, with which flags).
+	build := exec.Command("hack/build")
+	build.Dir = src
+	build.Env = append(os.Environ(), "BERTH_OUTPUT="+filepath.Join(src, "_output"), "BERTH_BINARY=")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build berth of commit %s: %v\n%s", sha, err, out)
+	}
 	tmp := dir + ".tmp"
 	os.RemoveAll(tmp)
-	if err := os.MkdirAll(tmp, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(tmp), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	build := exec.Command("go", "build", "-trimpath", "-tags", "seccomp",
-		"-ldflags", "-X github.com/berth-runtime/berth/internal/version.Version=0.0.0-"+sha[:12], "-o", tmp+"/", "./cmd/...")
-	build.Dir = src
-	build.Env = append(os.Environ(), "CGO_ENABLED=1")
-	if out, err := build.CombinedOutput(); err != nil {
-		os.RemoveAll(tmp)
-		t.Fatalf("build berth of commit %s: %v\n%s", sha, err, out)
+	if err := os.Rename(filepath.Join(src, "_output", "bin"), tmp); err != nil {
+		// Another file system: copy.
+		if out, err := exec.Command("cp", "-a", filepath.Join(src, "_output", "bin"), tmp).CombinedOutput(); err != nil {
+			t.Fatalf("keep the build of %s: %v %s", sha, err, out)
+		}
 	}
 	if err := os.WriteFile(filepath.Join(tmp, ".complete"), []byte(sha+"\n"), 0o644); err != nil {
 		t.Fatal(err)
