@@ -131,13 +131,17 @@ func (b *builder) cdi(s *specs.Spec) error {
 	for i, r := range reqs {
 		names[i] = r.name
 	}
+	before := make(map[string]bool, len(s.Mounts))
+	for _, m := range s.Mounts {
+		before[m.Destination] = true
+	}
 	err = b.in.CDI.Inject(s, names)
 	var ce *CDIError
 	if !errors.As(err, &ce) {
 		if err != nil {
 			return fmt.Errorf("CDI devices of container %s: %w", b.in.ID, err)
 		}
-		return nil
+		return b.idmapCDIBinds(s, before)
 	}
 	field := "cdi_devices"
 	for _, r := range reqs {
@@ -149,4 +153,38 @@ func (b *builder) cdi(s *specs.Spec) error {
 		return &NotFoundError{Field: field, Err: err}
 	}
 	return &InvalidError{Field: field, Err: err}
+}
+
+// idmapCDIBinds id-maps the bind mounts the CDI edits added to a
+// container in a pod user namespace, as every other bind mount of it
+// (idmapBinds): the library maps them only when the spec carries the
+// mappings, which berth's do not (libcontainer reads them from the
+// namespace joined), and without it the driver files would belong to
+// nobody inside.
+func (b *builder) idmapCDIBinds(s *specs.Spec, before map[string]bool) error {
+	if u, err := b.userNamespace(); err != nil || u == nil {
+		return err
+	}
+	for i := range s.Mounts {
+		m := &s.Mounts[i]
+		if before[m.Destination] || len(m.UIDMappings) > 0 {
+			continue
+		}
+		opt := ""
+		if m.Type == "bind" {
+			opt = "idmap"
+		}
+		for _, o := range m.Options {
+			switch o {
+			case "bind":
+				opt = "idmap"
+			case "rbind":
+				opt = "ridmap"
+			}
+		}
+		if opt != "" && !slices.Contains(m.Options, "idmap") && !slices.Contains(m.Options, "ridmap") {
+			m.Options = append(m.Options, opt)
+		}
+	}
+	return nil
 }

@@ -216,6 +216,25 @@ devices:
         - path: /dev/fake-gone
           hostPath: /nonexistent-berth-test/gone
 `}, tweak: cdiDevs("vendor.example/fake=gone"), wantErr: []string{`CDI device "vendor.example/fake=gone"`, "fake.yaml", "/nonexistent-berth-test/gone"}, field: "cdi_devices[0].name"},
+		{name: "pod user namespace: mounts id-mapped", files: map[string]string{"fake.yaml": fakeVendorSpec}, tweak: func(in *Input) {
+			cdiDevs("vendor.example/fake=gpu0")(in)
+			in.Pod.Config.Linux = &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+				NamespaceOptions: &runtimeapi.NamespaceOption{UsernsOptions: podUserNS(testMapping, testMapping)}}}
+		}, check: func(t *testing.T, s *specs.Spec) {
+			gpu0(t, s)
+			if m := mountAt(s, "/opt/fake"); m == nil || !slices.Contains(m.Options, "idmap") {
+				t.Errorf("CDI mount %+v, want id-mapped with the pod's user namespace", m)
+			}
+			if m := mountAt(s, "/proc"); slices.Contains(m.Options, "idmap") {
+				t.Errorf("/proc id-mapped: %+v", m)
+			}
+		}},
+		{name: "no user namespace: mounts as the spec says", files: map[string]string{"fake.yaml": fakeVendorSpec}, tweak: cdiDevs("vendor.example/fake=gpu0"),
+			check: func(t *testing.T, s *specs.Spec) {
+				if m := mountAt(s, "/opt/fake"); m == nil || slices.Contains(m.Options, "idmap") {
+					t.Errorf("CDI mount %+v, want no idmap", m)
+				}
+			}},
 		{name: "sandbox gets none", files: map[string]string{"fake.yaml": fakeVendorSpec}, tweak: func(in *Input) {
 			cdiDevs("vendor.example/fake=gpu0")(in)
 			in.Sandbox = true
