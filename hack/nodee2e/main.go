@@ -49,6 +49,8 @@ type options struct {
 	certsD    string
 	berth     string
 	cniBinDir string
+	ctrdDir   string
+	runc      string
 	timeout   time.Duration
 	verbose   bool
 	dryRun    bool
@@ -58,7 +60,7 @@ type options struct {
 func main() {
 	var o options
 	root := os.Getenv("BERTH_ROOT_DIR")
-	flag.StringVar(&o.runtime, "runtime", "berth", "runtime to start: berth, or containerd (not wired yet)")
+	flag.StringVar(&o.runtime, "runtime", "berth", "runtime to start: berth, or containerd (the reference, on the same registry and network)")
 	flag.StringVar(&o.endpoint, "endpoint", "", "CRI endpoint (unix:///path) of a runtime already running: start none")
 	flag.Var(&o.focus, "focus", "ginkgo --focus regex (repeatable; default "+defaultFocus+")")
 	flag.Var(&o.skip, "skip", "ginkgo --skip regex (repeatable; added to the default skip and the skip list)")
@@ -71,6 +73,8 @@ func main() {
 	flag.StringVar(&o.certsD, "registry-config-path", os.Getenv("BERTH_TEST_E2E_CERTS_D"), "berth's registry_config_path (hosts.toml dirs; hack/registry --e2e writes one)")
 	flag.StringVar(&o.berth, "berth", os.Getenv("BERTH_BINARY"), "berth binary")
 	flag.StringVar(&o.cniBinDir, "cni-bin-dir", os.Getenv("BERTH_CNI_BIN_DIR"), "CNI plugin directory for berth")
+	flag.StringVar(&o.ctrdDir, "containerd-dir", os.Getenv("BERTH_CONTAINERD_DIR"), "directory of containerd and containerd-shim-runc-v2 (--runtime containerd; hack/install-containerd)")
+	flag.StringVar(&o.runc, "runc", os.Getenv("BERTH_RUNC"), "runc binary (--runtime containerd; hack/install-containerd)")
 	flag.DurationVar(&o.timeout, "timeout", 3*time.Hour, "ginkgo suite timeout")
 	flag.BoolVar(&o.verbose, "v", false, "stream the suite's output to the terminal (always in OUT/ginkgo.log)")
 	flag.BoolVar(&o.dryRun, "dry-run", false, "list the selected specs without running them (no runtime, no kubelet)")
@@ -177,7 +181,7 @@ func run(ctx context.Context, log *slog.Logger, o options) (rc int, err error) {
 	case o.runtime == "berth":
 		rt = &berth{bin: o.berth, cniBinDir: o.cniBinDir, registry: o.registry, certsD: o.certsD, work: work, out: o.out}
 	case o.runtime == "containerd":
-		rt = &containerd{}
+		rt = &containerd{dir: o.ctrdDir, runc: o.runc, cniBinDir: o.cniBinDir, certsD: o.certsD, work: work, out: o.out}
 	default:
 		return 1, fmt.Errorf("--runtime %q: berth or containerd", o.runtime)
 	}

@@ -42,23 +42,6 @@ func (e *external) links() []string                                 { return nil
 func (e *external) natPrefixes() []string                           { return nil }
 func (e *external) stop(*slog.Logger) int                           { return 0 }
 
-// containerd is the hook for the side-by-side run of issue 15: containerd
-// v2.4.2 and runc as hack/install-containerd (and hack/bench-compare) build
-// them, on temp roots under work with a CRI config equivalent to berth's
-// below: config_path the certs.d directory of hack/registry --e2e, a bridge
-// CNI network on berthBridge/berthSubnet (so links() and natPrefixes() stay
-// the same), a runtime handler test-handler, cgroupfs. Not wired yet.
-type containerd struct{}
-
-func (c *containerd) name() string { return "containerd" }
-func (c *containerd) start(context.Context, *slog.Logger) error {
-	return errors.New("--runtime containerd is not wired yet: start containerd yourself and pass --endpoint unix:///path/to/containerd.sock")
-}
-func (c *containerd) endpoint() string      { return "" }
-func (c *containerd) links() []string       { return nil }
-func (c *containerd) natPrefixes() []string { return nil }
-func (c *containerd) stop(*slog.Logger) int { return 0 }
-
 // The pod network of the berth this program starts: a bridge and subnet of
 // its own, so it never meets a berth of hack/run, hack/critest or a test.
 const (
