@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/berth-runtime/berth/internal/faultpoint"
 )
 
 // BinaryName is the monitor's executable, installed next to berth.
@@ -91,6 +93,15 @@ func Start(ctx context.Context, o StartOptions) (*os.Process, error) {
 	// One P is plenty for a process that mostly copies pipes, and keeps
 	// its threads and memory down.
 	cmd.Env = []string{"GOMAXPROCS=1", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	// The spawn helper's crash points are armed in berth's environment,
+	// as berth's own are; the monitor hands them on to its helpers.
+	if p := os.Getenv(faultpoint.EnvPoint); strings.HasPrefix(p, "spawn-") {
+		for _, k := range []string{faultpoint.EnvPoint, faultpoint.EnvFile, faultpoint.EnvDelay} {
+			if v, ok := os.LookupEnv(k); ok {
+				cmd.Env = append(cmd.Env, k+"="+v)
+			}
+		}
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	err = cmd.Start()
 	syncW.Close()

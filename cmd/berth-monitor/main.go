@@ -1,8 +1,7 @@
 // Command berth-monitor is berth's per-pod monitor (see package
-// monitor/monitord). It is a binary of its own, not a berth subcommand,
-// because one runs per pod and every container start and exec re-executes
-// it as libcontainer's init: a small binary keeps both the per-pod memory
-// and that cost down.
+// monitor/monitord). One runs per pod for the pod's whole life, so it is
+// a binary of its own and kept small: no libcontainer and no cgo (the
+// short-lived berth-spawn, next to it, does what needs them), one P.
 package main
 
 import (
@@ -12,35 +11,15 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"runtime"
+	"path/filepath"
 	"syscall"
 
-	"github.com/opencontainers/runc/libcontainer"
-	// Registers device cgroup rule support with libcontainer.
-	_ "github.com/opencontainers/cgroups/devices"
-	// The C constructor that joins namespaces before the Go runtime starts.
-	_ "github.com/opencontainers/runc/libcontainer/nsenter"
+	"golang.org/x/sys/unix"
 
 	"github.com/berth-runtime/berth/internal/cgroup"
+	"github.com/berth-runtime/berth/monitor"
 	"github.com/berth-runtime/berth/monitor/monitord"
 )
-
-// libcontainer re-executes this binary as "init" inside each new container
-// or exec; that must happen before main and before anything else starts.
-func init() {
-	if len(os.Args) > 1 && os.Args[1] == "init" {
-		libcontainer.Init()
-	}
-	// The main goroutine keeps the main thread to itself for good, so no
-	// other goroutine ever runs there. libcontainer starts each container
-	// from a goroutine that locks its thread, joins the container's mount
-	// namespace and exits locked, for the runtime to end the thread; but
-	// Go cannot end the main thread, it parks it forever instead. Landing
-	// there (now and then) left the monitor's main thread in a container's
-	// mount namespace: the container's rootfs, and the disk space of its
-	// writable layer, stayed held after its removal until the pod ended.
-	runtime.LockOSThread()
-}
 
 // syncFD is where berth waits for "ok" (or an error) once the socket is
 // served.
@@ -75,6 +54,16 @@ func main() {
 		report("berth-monitor: " + err.Error())
 		os.Exit(2)
 	}
+	helper, err := findHelper()
+	if err != nil {
+		report("berth-monitor: " + err.Error())
+		os.Exit(2)
+	}
+	// The processes the helper starts become ours when it exits.
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		report("berth-monitor: become a child subreaper: " + err.Error())
+		os.Exit(1)
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("pod", *pod)
 	// Berth's terminal, berth's death and a reader hanging up on a pipe
 	// must not end the monitor: it outlives all of them on purpose.
@@ -89,13 +78,26 @@ func main() {
 		report(fmt.Sprintf("listen %s: %v", *sock, err))
 		os.Exit(1)
 	}
-	srv := monitord.New(*pod, *root, cgroups, log)
+	srv := monitord.New(monitord.Options{Pod: *pod, Root: *root, Cgroups: cgroups, Helper: helper, HelperEnv: os.Environ(), Log: log})
 	report("ok")
-	log.Info("monitor serving", "socket", *sock, "pid", os.Getpid())
+	log.Info("monitor serving", "socket", *sock, "pid", os.Getpid(), "helper", helper)
 	if err := srv.Serve(l); err != nil {
 		log.Error("monitor failed", "error", err)
 		os.Exit(1)
 	}
 	os.Remove(*sock)
 	log.Info("monitor done")
+}
+
+// findHelper is the spawn helper next to this binary.
+func findHelper() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(filepath.Dir(exe), monitor.SpawnBinary)
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("find %s next to %s: %w", monitor.SpawnBinary, exe, err)
+	}
+	return p, nil
 }

@@ -173,6 +173,13 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 	if len(w.out) > 0 {
 		w.log.write(w.out)
 	}
+	// A burst of output must not leave its buffers to an idle stream.
+	if cap(w.out) > 4<<10 {
+		w.out = nil
+	}
+	if len(w.pending) == 0 && cap(w.pending) > 4<<10 {
+		w.pending = nil
+	}
 	return n, nil
 }
 

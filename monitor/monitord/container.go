@@ -11,10 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/opencontainers/runc/libcontainer"
-	"github.com/opencontainers/runc/libcontainer/configs"
-	"github.com/opencontainers/runc/libcontainer/specconv"
-	"github.com/opencontainers/runc/libcontainer/utils"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
@@ -27,8 +23,7 @@ import (
 // may hold them open forever; the exit must still be recorded.
 const drainTimeout = 2 * time.Second
 
-// ctr is one container. mu serialises libcontainer calls on it, which
-// takes no lock of its own.
+// ctr is one container. mu serialises the calls that change it.
 type ctr struct {
 	id  string
 	srv *Server
@@ -36,16 +31,15 @@ type ctr struct {
 
 	dir     string
 	spec    *specs.Spec
-	c       *libcontainer.Container
-	proc    *libcontainer.Process
+	proc    *child // its init, the monitor's child
 	pid     int
-	pidfd   int // signals cannot hit a recycled pid through it
 	started bool
 	log     *logs.File
 	stdin   *os.File // our end of the container's stdin, when it has one
 	copiers sync.WaitGroup
 	cgroups map[string]string
 
+	died   chan struct{} // closed once the process has exited and is reaped
 	exited chan struct{} // closed once exit is set and recorded
 	exit   *monitor.Exit
 
@@ -63,21 +57,17 @@ func (c *ctr) create(o *monitor.CreateRequest) (err error) {
 	if err := json.Unmarshal(data, c.spec); err != nil {
 		return fmt.Errorf("container %s: decode spec: %w", c.id, err)
 	}
-	cfg, err := c.libcontainerConfig(c.spec)
-	if err != nil {
-		return fmt.Errorf("container %s: libcontainer config: %w", c.id, err)
-	}
-	if cfg.Rlimits, err = rlimits(c.spec.Process); err != nil {
-		return fmt.Errorf("container %s: %w", c.id, err)
+	if c.spec.Process == nil {
+		return fmt.Errorf("container %s: spec without a process", c.id)
 	}
 	if o.LogPath != "" {
 		if c.log, err = logs.Open(o.LogPath); err != nil {
 			return fmt.Errorf("container %s: %w", c.id, err)
 		}
 	}
-	var closeOnFail, closeAfterStart []io.Closer
+	var closeOnFail, theirs []*os.File
 	defer func() {
-		for _, f := range closeAfterStart {
+		for _, f := range theirs {
 			f.Close()
 		}
 		if err != nil {
@@ -89,85 +79,61 @@ func (c *ctr) create(o *monitor.CreateRequest) (err error) {
 			}
 		}
 	}()
-	if c.c, err = libcontainer.Create(c.srv.root, c.id, cfg); err != nil {
-		return fmt.Errorf("container %s: create: %w", c.id, err)
-	}
-	sp := c.spec.Process
-	groups := make([]int, 0, len(sp.User.AdditionalGids))
-	for _, g := range sp.User.AdditionalGids {
-		groups = append(groups, int(g))
-	}
-	p := &libcontainer.Process{
-		Args: sp.Args, Env: sp.Env, Cwd: sp.Cwd,
-		UID: int(sp.User.UID), GID: int(sp.User.GID), AdditionalGroups: groups,
-		AppArmorProfile: sp.ApparmorProfile,
-		Init:            true,
-	}
-	if o.Stdin {
-		r, w, err := os.Pipe()
-		if err != nil {
-			c.c.Destroy()
-			return err
-		}
-		p.Stdin, c.stdin = r, w
-		closeAfterStart = append(closeAfterStart, r)
-		closeOnFail = append(closeOnFail, w)
-	}
+	req := &monitor.SpawnRequest{Op: monitor.SpawnCreate, ID: c.id, Dir: o.Dir}
 	var outputs []*os.File
 	var console *os.File
-	if sp.Terminal {
-		parent, child, err := utils.NewSockPair("console")
+	if c.spec.Process.Terminal {
+		parent, child, err := socketPair("console")
 		if err != nil {
-			c.c.Destroy()
 			return err
 		}
-		p.ConsoleSocket = child
-		closeAfterStart = append(closeAfterStart, child, parent)
+		req.TTY = true
+		theirs = append(theirs, child)
+		closeOnFail = append(closeOnFail, parent)
 		console = parent
 	} else {
-		for _, set := range []*io.Writer{&p.Stdout, &p.Stderr} {
+		if o.Stdin {
 			r, w, err := os.Pipe()
 			if err != nil {
-				c.c.Destroy()
 				return err
 			}
-			*set = w
+			req.Stdin, c.stdin = true, w
+			theirs = append(theirs, r)
+			closeOnFail = append(closeOnFail, w)
+		}
+		for range 2 {
+			r, w, err := os.Pipe()
+			if err != nil {
+				return err
+			}
 			outputs = append(outputs, r)
-			closeAfterStart = append(closeAfterStart, w)
+			theirs = append(theirs, w)
 			closeOnFail = append(closeOnFail, r)
 		}
+		req.Stdout, req.Stderr = true, true
 	}
-	if err = c.c.Start(p); err != nil {
-		// A failed start leaves a state dir that would block the next
-		// create with this id.
-		c.c.Destroy()
-		return fmt.Errorf("container %s: start init: %w", c.id, err)
+	proc, res, err := c.srv.spawn(req, theirs...)
+	if err != nil {
+		// What a helper killed half-way left (a state dir would block the
+		// next create with this id; an init may wait on its fifo).
+		c.srv.destroy(c.id)
+		return err
 	}
-	c.proc = p
-	if c.pid, err = p.Pid(); err != nil {
-		c.c.Signal(unix.SIGKILL)
-		p.Wait()
-		c.c.Destroy()
-		return fmt.Errorf("container %s: %w", c.id, err)
+	for _, f := range theirs {
+		f.Close()
 	}
+	theirs = nil
+	c.proc, c.pid, c.cgroups = proc, proc.pid, res.Cgroups
 	if console != nil {
-		master, err := utils.RecvFile(console)
+		// Sent by the init before the helper's answer; the init and the
+		// helper hold no end any more: nothing sent reads as EOF.
+		master, err := recvFile(console)
+		console.Close()
 		if err != nil {
-			c.c.Signal(unix.SIGKILL)
-			p.Wait()
-			c.c.Destroy()
+			c.kill()
 			return fmt.Errorf("container %s: receive console: %w", c.id, err)
 		}
 		outputs = []*os.File{c.setConsole(master)}
-	}
-	if c.pidfd, err = unix.PidfdOpen(c.pid, 0); err != nil {
-		c.c.Signal(unix.SIGKILL)
-		p.Wait()
-		c.c.Destroy()
-		return fmt.Errorf("container %s: pidfd: %w", c.id, err)
-	}
-	if st, err := c.c.State(); err == nil {
-		c.cgroups = st.CgroupPaths
 	}
 	streams := []string{logs.Stdout, logs.Stderr}
 	for i, r := range outputs {
@@ -178,53 +144,101 @@ func (c *ctr) create(o *monitor.CreateRequest) (err error) {
 	return nil
 }
 
+// kill ends a container whose create failed after its init started: the
+// init is killed, reaped and forgotten, its leftovers destroyed.
+func (c *ctr) kill() {
+	c.proc.signal(unix.SIGKILL)
+	c.proc.wait()
+	c.srv.forget(c.proc)
+	c.srv.destroy(c.id)
+}
+
+// destroy has the helper remove what libcontainer keeps of a container:
+// processes left in its cgroup, the cgroup, the state dir.
+func (s *Server) destroy(id string) {
+	if _, _, err := s.spawn(&monitor.SpawnRequest{Op: monitor.SpawnDestroy, ID: id}); err != nil {
+		s.log.Warn("destroy container leftovers", "container", id, "error", err)
+	}
+}
+
 // copy drains one output into the log: a container must never block on a
 // full pipe, whatever happens to the log file or to berth.
 func (c *ctr) copy(stream string, r *os.File) {
 	defer c.copiers.Done()
 	defer r.Close()
-	out := c.output(stream, r) // attached clients get it too
-	if c.log == nil {
-		io.Copy(io.Discard, out)
-		return
+	kind := monitor.FrameStdout
+	if stream == logs.Stderr {
+		kind = monitor.FrameStderr
 	}
-	if err := c.log.Copy(stream, out); err != nil && !errors.Is(err, syscall.EIO) {
+	var w io.WriteCloser = nopWriteCloser{}
+	if c.log != nil {
+		w = c.log.Stream(stream)
+	}
+	err := drain(r, func(p []byte) {
+		c.fanout(kind, p) // attached clients get it too
+		w.Write(p)
+	})
+	w.Close()
+	if err != nil && !errors.Is(err, syscall.EIO) && !errors.Is(err, os.ErrClosed) {
 		// EIO is how a terminal's master says the other side is gone.
 		c.srv.log.Warn("container output", "container", c.id, "stream", stream, "error", err)
+	}
+}
+
+type nopWriteCloser struct{}
+
+func (nopWriteCloser) Write(p []byte) (int, error) { return len(p), nil }
+func (nopWriteCloser) Close() error                { return nil }
+
+// readBufs are the buffers output is read into. A stream waits for data
+// holding none: an idle container (most of them, most of the time) costs
+// its pipes and no memory of the monitor's.
+var readBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// drain reads f until EOF, handing each chunk to each, with a buffer taken
+// only once f is readable.
+func drain(f *os.File, each func([]byte)) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	for {
+		var n int
+		var rerr error
+		err := rc.Read(func(fd uintptr) bool {
+			bp := readBufs.Get().(*[]byte)
+			defer readBufs.Put(bp)
+			n, rerr = unix.Read(int(fd), *bp)
+			if rerr == unix.EAGAIN {
+				return false
+			}
+			if n > 0 {
+				each((*bp)[:n])
+			}
+			return true
+		})
+		switch {
+		case err != nil:
+			return err
+		case rerr == unix.EINTR:
+		case rerr != nil:
+			return rerr
+		case n <= 0:
+			return nil
+		}
 	}
 }
 
 func (c *ctr) wait() {
 	// Parked in the netpoller until the process exits: a blocking wait
 	// would hold an OS thread per container for its whole life.
-	if fd, err := unix.PidfdOpen(c.pid, unix.PIDFD_NONBLOCK); err == nil {
-		f := os.NewFile(uintptr(fd), "pidfd")
-		waitPidfd(f)
-		f.Close()
-	}
-	state, err := c.proc.Wait()
-	exit := &monitor.Exit{FinishedAt: time.Now()}
-	if state != nil {
-		if ws, ok := state.Sys().(syscall.WaitStatus); ok {
-			switch {
-			case ws.Signaled():
-				exit.Signal = int(ws.Signal())
-				exit.Code = 128 + exit.Signal
-			default:
-				exit.Code = ws.ExitStatus()
-			}
-		}
-	} else if err != nil {
-		exit.Code, exit.Message = -1, "wait: "+err.Error()
-	}
+	exit := exitOf(c.proc.wait())
+	c.srv.forget(c.proc)
+	close(c.died)
 	exit.OOMKilled = oomKilled(c.cgroups)
-	c.mu.Lock()
 	// Destroy kills what the process left in its cgroup, so the pipes they
 	// hold reach EOF, and removes the cgroup and libcontainer's state.
-	if err := c.c.Destroy(); err != nil {
-		c.srv.log.Warn("destroy exited container", "container", c.id, "error", err)
-	}
-	c.mu.Unlock()
+	c.srv.destroy(c.id)
 	drained := make(chan struct{})
 	go func() { c.copiers.Wait(); close(drained) }()
 	select {
@@ -236,7 +250,6 @@ func (c *ctr) wait() {
 	}
 	c.mu.Lock()
 	c.exit = exit
-	unix.Close(c.pidfd)
 	if c.stdin != nil {
 		c.stdin.Close()
 		c.stdin = nil
@@ -268,7 +281,10 @@ func (c *ctr) start() error {
 	if c.started {
 		return fmt.Errorf("container %s: already started", c.id)
 	}
-	if err := c.c.Exec(); err != nil {
+	if err := releaseInit(filepath.Join(c.srv.root, c.id, "exec.fifo"), c.died); err != nil {
+		if errors.Is(err, errNotRunning) {
+			return fmt.Errorf("container %s: %w", c.id, err)
+		}
 		return fmt.Errorf("container %s: start: %w", c.id, err)
 	}
 	c.started = true
@@ -281,7 +297,7 @@ func (c *ctr) signal(sig int) error {
 	}
 	// By pidfd, not through libcontainer: its state lock would make a
 	// stop wait behind a slow exec.
-	if err := unix.PidfdSendSignal(c.pidfd, syscall.Signal(sig), nil, 0); err != nil {
+	if err := c.proc.signal(syscall.Signal(sig)); err != nil {
 		if errors.Is(err, unix.ESRCH) {
 			return fmt.Errorf("container %s: %w", c.id, errNotRunning)
 		}
@@ -330,24 +346,11 @@ func (c *ctr) update(r *specs.LinuxResources) error {
 	}
 	linux.Resources = &res
 	next.Linux = &linux
-	nc, err := c.libcontainerConfig(&next)
-	if err != nil {
-		return fmt.Errorf("container %s: update: %w", c.id, err)
-	}
-	cfg := c.c.Config()
-	cfg.Cgroups.Resources = nc.Cgroups.Resources
-	if err := c.c.Set(cfg); err != nil {
+	if _, _, err := c.srv.spawn(&monitor.SpawnRequest{Op: monitor.SpawnUpdate, ID: c.id, Spec: &next}); err != nil {
 		return fmt.Errorf("container %s: update: %w", c.id, err)
 	}
 	c.spec = &next
 	return nil
-}
-
-// libcontainerConfig is libcontainer's view of a spec. With systemd, its
-// cgroupsPath is slice:prefix:name and the container's cgroup is a scope
-// libcontainer has systemd make (and stop, and set) over D-Bus.
-func (c *ctr) libcontainerConfig(s *specs.Spec) (*configs.Config, error) {
-	return specconv.CreateLibcontainerConfig(&specconv.CreateOpts{CgroupName: c.id, Spec: s, UseSystemdCgroup: c.srv.cgroups.UseSystemd()})
 }
 
 func (c *ctr) delete() error {

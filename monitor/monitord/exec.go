@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"syscall"
 	"time"
 
-	"github.com/opencontainers/runc/libcontainer"
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-runtime/berth/monitor"
@@ -36,17 +34,6 @@ func (c *ctr) execSync(ctx context.Context, r *monitor.ExecRequest) (*monitor.Ex
 		outW.Close()
 		return nil, err
 	}
-	sp := c.spec.Process
-	groups := make([]int, 0, len(sp.User.AdditionalGids))
-	for _, g := range sp.User.AdditionalGids {
-		groups = append(groups, int(g))
-	}
-	p := &libcontainer.Process{
-		Args: r.Args, Env: sp.Env, Cwd: sp.Cwd,
-		UID: int(sp.User.UID), GID: int(sp.User.GID), AdditionalGroups: groups,
-		AppArmorProfile: sp.ApparmorProfile,
-		Stdout:          outW, Stderr: errW,
-	}
 	c.mu.Lock()
 	if c.exit != nil || !c.started {
 		c.mu.Unlock()
@@ -56,8 +43,8 @@ func (c *ctr) execSync(ctx context.Context, r *monitor.ExecRequest) (*monitor.Ex
 		errW.Close()
 		return nil, fmt.Errorf("container %s: %w", c.id, errNotRunning)
 	}
-	err = c.c.Run(p)
 	c.mu.Unlock()
+	p, _, err := c.srv.spawn(&monitor.SpawnRequest{Op: monitor.SpawnExec, ID: c.id, Dir: c.dir, Args: r.Args, Stdout: true, Stderr: true}, outW, errW)
 	outW.Close()
 	errW.Close()
 	if err != nil {
@@ -65,15 +52,20 @@ func (c *ctr) execSync(ctx context.Context, r *monitor.ExecRequest) (*monitor.Ex
 		errR.Close()
 		return nil, fmt.Errorf("container %s: exec %q: %w", c.id, r.Args[0], err)
 	}
+	defer c.srv.forget(p)
 	stdout, stderr := newCapped(max), newCapped(max)
 	copied := make(chan struct{}, 2)
 	go func() { copySmall(stdout, outR); outR.Close(); copied <- struct{}{} }()
 	go func() { copySmall(stderr, errR); errR.Close(); copied <- struct{}{} }()
 
-	waited := make(chan *os.ProcessState, 1)
+	type waitResult struct {
+		ws  unix.WaitStatus
+		err error
+	}
+	waited := make(chan waitResult, 1)
 	go func() {
-		st, _ := p.Wait()
-		waited <- st
+		ws, err := p.wait()
+		waited <- waitResult{ws, err}
 	}()
 	var timeout <-chan time.Time
 	if r.Timeout > 0 {
@@ -82,7 +74,7 @@ func (c *ctr) execSync(ctx context.Context, r *monitor.ExecRequest) (*monitor.Ex
 		timeout = t.C
 	}
 	res := &monitor.ExecResult{}
-	var st *os.ProcessState
+	var st waitResult
 	select {
 	case st = <-waited:
 	case <-timeout:
@@ -91,7 +83,7 @@ func (c *ctr) execSync(ctx context.Context, r *monitor.ExecRequest) (*monitor.Ex
 		res.TimedOut = true
 	}
 	if res.TimedOut {
-		p.Signal(unix.SIGKILL)
+		p.signal(unix.SIGKILL)
 		st = <-waited
 	}
 	// The command's children may keep the pipes open: give them a moment,
@@ -105,13 +97,7 @@ func (c *ctr) execSync(ctx context.Context, r *monitor.ExecRequest) (*monitor.Ex
 		}
 	}
 	res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
-	if st != nil {
-		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			res.Code = 128 + int(ws.Signal())
-		} else {
-			res.Code = st.ExitCode()
-		}
-	}
+	res.Code = exitOf(st.ws, st.err).Code
 	if res.TimedOut && ctx.Err() != nil {
 		return nil, errors.New("exec cancelled by the caller")
 	}

@@ -66,15 +66,22 @@ func busyboxRootfs(t *testing.T) string {
 	return ""
 }
 
+// buildMonitor builds the monitor as berth ships it, without cgo, and the
+// spawn helper next to it.
 func buildMonitor(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), monitor.BinaryName)
-	cmd := exec.Command("go", "build", "-tags", "seccomp", "-o", bin, "github.com/berth-runtime/berth/cmd/berth-monitor")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build monitor: %v\n%s", err, out)
+	dir := t.TempDir()
+	for _, b := range []struct{ pkg, cgo string }{
+		{"github.com/berth-runtime/berth/cmd/berth-monitor", "CGO_ENABLED=0"},
+		{"github.com/berth-runtime/berth/cmd/berth-spawn", "CGO_ENABLED=1"},
+	} {
+		cmd := exec.Command("go", "build", "-tags", "seccomp", "-o", dir+"/", b.pkg)
+		cmd.Env = append(os.Environ(), b.cgo)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", b.pkg, err, out)
+		}
 	}
-	return bin
+	return filepath.Join(dir, monitor.BinaryName)
 }
 
 type env struct {

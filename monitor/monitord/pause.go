@@ -59,6 +59,10 @@ func (s *Server) runPause(r *monitor.PauseRequest) *monitor.Response {
 		s.mu.Unlock()
 		return fail(monitor.CodeInvalid, fmt.Errorf("pod %s: %w", s.pod, err))
 	}
+	// Waited for by p.wait, not by the orphan reaper.
+	s.reap.Lock()
+	s.known[p.pid] = true
+	s.reap.Unlock()
 	go p.wait(s)
 	s.log.Info("pause started", "pid", p.pid)
 	return &monitor.Response{Pid: p.pid}
@@ -123,6 +127,10 @@ func (p *pauseProc) wait(s *Server) {
 	}
 	// The pidfd stays open: signals through it cannot hit a recycled pid.
 	err := p.cmd.Wait()
+	s.reap.Lock()
+	delete(s.known, p.pid)
+	s.reap.Unlock()
+	s.pokeReaper()
 	exit := pauseExitOf(p.cmd.ProcessState, err)
 	if err := monitor.WriteExit(p.dir, exit); err != nil {
 		s.log.Error("record pause exit", "error", err)

@@ -1,9 +1,12 @@
-// Package monitord is the per-pod monitor process: the parent of every
-// container of one pod. It creates and starts containers with
-// libcontainer, copies their output into CRI log files, records their
-// exits to disk the moment they happen, and answers berth's calls on a
-// unix socket (package monitor has the protocol). It keeps doing all of it
-// while berth is down.
+// Package monitord is the per-pod monitor process: the parent of pause and
+// of every container of one pod. It has containers created and exec
+// processes started by the spawn helper (package monitor/spawn), which
+// exits once the process runs: the monitor is a child subreaper, so it
+// inherits each, watches it through a pidfd, copies its output into CRI
+// log files, records its exit to disk the moment it happens, and answers
+// berth's calls on a unix socket (package monitor has the protocol). It
+// keeps doing all of it while berth is down. It links no libcontainer
+// and no cgo.
 package monitord
 
 import (
@@ -23,10 +26,12 @@ import (
 
 // Server is one pod's monitor.
 type Server struct {
-	pod     string
-	root    string        // libcontainer state root
-	cgroups cgroup.Driver // makes the pod's cgroups
-	log     *slog.Logger
+	pod       string
+	root      string        // libcontainer state root
+	cgroups   cgroup.Driver // makes the pod's cgroups
+	helper    string        // the spawn helper's binary
+	helperEnv []string
+	log       *slog.Logger
 
 	mu       sync.Mutex
 	ctrs     map[string]*ctr
@@ -34,12 +39,32 @@ type Server struct {
 	shutdown bool
 	done     chan struct{}
 	once     sync.Once
+
+	// reap guards known, the children the monitor waits for itself; the
+	// orphan reaper (spawn.go) reaps only the others.
+	reap  sync.Mutex
+	known map[int]bool
+	poke  chan struct{}
 }
 
-// New returns a monitor for pod whose libcontainer state lives in root
-// and whose cgroups driver makes.
-func New(pod, root string, driver cgroup.Driver, log *slog.Logger) *Server {
-	return &Server{pod: pod, root: root, cgroups: driver, log: log, ctrs: map[string]*ctr{}, done: make(chan struct{})}
+// Options make a Server.
+type Options struct {
+	Pod string
+	// Root is libcontainer's state root.
+	Root    string
+	Cgroups cgroup.Driver
+	// Helper is the spawn helper's binary, run with HelperEnv.
+	Helper    string
+	HelperEnv []string
+	Log       *slog.Logger
+}
+
+// New returns a monitor for a pod.
+func New(o Options) *Server {
+	s := &Server{pod: o.Pod, root: o.Root, cgroups: o.Cgroups, helper: o.Helper, helperEnv: o.HelperEnv, log: o.Log,
+		ctrs: map[string]*ctr{}, done: make(chan struct{}), known: map[int]bool{}, poke: make(chan struct{}, 1)}
+	go s.reapOrphans()
+	return s
 }
 
 // Serve answers calls on l until a shutdown call finds no container left.
@@ -216,8 +241,8 @@ func (s *Server) create(req *monitor.Request) *monitor.Response {
 		s.mu.Unlock()
 		return fail(monitor.CodeInvalid, fmt.Errorf("pod %s monitor is shutting down", s.pod))
 	}
-	// Reserve the id while libcontainer works, without holding the lock.
-	c := &ctr{id: req.ID, srv: s, exited: make(chan struct{})}
+	// Reserve the id while the helper works, without holding the lock.
+	c := &ctr{id: req.ID, srv: s, died: make(chan struct{}), exited: make(chan struct{})}
 	c.mu.Lock()
 	s.ctrs[req.ID] = c
 	s.mu.Unlock()

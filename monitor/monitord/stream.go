@@ -5,14 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"sync"
-	"syscall"
+	"time"
 
-	"github.com/opencontainers/runc/libcontainer"
-	"github.com/opencontainers/runc/libcontainer/utils"
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-runtime/berth/monitor"
@@ -88,28 +85,12 @@ func (s *Server) serveStream(conn *net.UnixConn, r *bufio.Reader, req *monitor.R
 	}
 }
 
-// execProcess is a process for a command in the container, as the
-// container's own process runs: same user, groups, environment and
-// working directory.
-func (c *ctr) execProcess(args []string) *libcontainer.Process {
-	sp := c.spec.Process
-	groups := make([]int, 0, len(sp.User.AdditionalGids))
-	for _, g := range sp.User.AdditionalGids {
-		groups = append(groups, int(g))
-	}
-	return &libcontainer.Process{
-		Args: args, Env: sp.Env, Cwd: sp.Cwd,
-		UID: int(sp.User.UID), GID: int(sp.User.GID), AdditionalGroups: groups,
-		AppArmorProfile: sp.ApparmorProfile,
-	}
-}
-
 func (c *ctr) execStream(conn *net.UnixConn, r *bufio.Reader, o *monitor.StreamRequest, reply func(*monitor.Response, ...*os.File) error) {
 	if len(o.Args) == 0 {
 		reply(fail(monitor.CodeInvalid, errors.New("exec: no command")))
 		return
 	}
-	p := c.execProcess(o.Args)
+	req := &monitor.SpawnRequest{Op: monitor.SpawnExec, ID: c.id, Dir: c.dir, Args: o.Args}
 	// Ours are sent to berth, theirs go to the process; both are closed
 	// here once the process runs (berth has its own copies).
 	var ours, theirs []*os.File
@@ -117,82 +98,83 @@ func (c *ctr) execStream(conn *net.UnixConn, r *bufio.Reader, o *monitor.StreamR
 		for _, f := range append(ours, theirs...) {
 			f.Close()
 		}
+		ours, theirs = nil, nil
 	}
 	var console *os.File
 	if o.TTY {
-		parent, child, err := utils.NewSockPair("console")
+		parent, child, err := socketPair("console")
 		if err != nil {
 			reply(fail("", err))
 			return
 		}
-		p.ConsoleSocket, p.ConsoleWidth, p.ConsoleHeight = child, o.Width, o.Height
+		req.TTY, req.Width, req.Height = true, o.Width, o.Height
 		console = parent
-		theirs = append(theirs, child, parent)
+		theirs = append(theirs, child)
+		defer parent.Close()
 	} else {
-		pipe := func(in bool) error {
-			pr, pw, err := os.Pipe()
-			if err != nil {
-				return err
-			}
-			if in {
-				p.Stdin = pr
-				ours, theirs = append(ours, pw), append(theirs, pr)
-			} else {
-				ours, theirs = append(ours, pr), append(theirs, pw)
-			}
-			return nil
-		}
 		for _, s := range []struct {
 			want bool
 			in   bool
-			set  *io.Writer
-		}{{o.Stdin, true, nil}, {o.Stdout, false, &p.Stdout}, {o.Stderr, false, &p.Stderr}} {
+			set  *bool
+		}{{o.Stdin, true, &req.Stdin}, {o.Stdout, false, &req.Stdout}, {o.Stderr, false, &req.Stderr}} {
 			if !s.want {
 				continue
 			}
-			if err := pipe(s.in); err != nil {
+			pr, pw, err := os.Pipe()
+			if err != nil {
 				closeAll()
 				reply(fail("", err))
 				return
 			}
-			if s.set != nil {
-				*s.set = theirs[len(theirs)-1]
+			if s.in {
+				ours, theirs = append(ours, pw), append(theirs, pr)
+			} else {
+				ours, theirs = append(ours, pr), append(theirs, pw)
 			}
+			*s.set = true
 		}
 	}
 	c.mu.Lock()
-	if c.exit != nil || !c.started {
-		c.mu.Unlock()
+	running := c.exit == nil && c.started
+	c.mu.Unlock()
+	if !running {
 		closeAll()
 		reply(fail(monitor.CodeNotRunning, fmt.Errorf("container %s: %w", c.id, errNotRunning)))
 		return
 	}
-	err := c.c.Run(p)
-	c.mu.Unlock()
+	p, _, err := c.srv.spawn(req, theirs...)
+	for _, f := range theirs {
+		f.Close()
+	}
+	theirs = nil
 	if err != nil {
 		closeAll()
 		reply(fail("", fmt.Errorf("container %s: exec %q: %w", c.id, o.Args[0], err)))
 		return
 	}
+	defer c.srv.forget(p)
 	if console != nil {
-		master, err := utils.RecvFile(console)
+		master, err := recvFile(console)
 		if err != nil {
-			p.Signal(unix.SIGKILL)
-			p.Wait()
+			p.signal(unix.SIGKILL)
+			p.wait()
 			closeAll()
 			reply(fail("", fmt.Errorf("container %s: receive exec terminal: %w", c.id, err)))
 			return
 		}
 		ours = append(ours, master)
 	}
-	pid, _ := p.Pid()
-	err = reply(&monitor.Response{Pid: pid}, ours...)
+	err = reply(&monitor.Response{Pid: p.pid}, ours...)
 	closeAll()
 
-	waited := make(chan *os.ProcessState, 1)
+	type waitResult struct {
+		ws  unix.WaitStatus
+		err error
+	}
+	waited := make(chan waitResult, 1)
 	go func() {
-		st, _ := p.Wait()
-		waited <- st
+		ws, err := p.wait()
+		waited <- waitResult{ws, err}
 	}()
 	hangup := make(chan struct{})
 	go func() {
@@ -201,33 +183,20 @@ func (c *ctr) execStream(conn *net.UnixConn, r *bufio.Reader, o *monitor.StreamR
 		close(hangup)
 	}()
 	if err != nil {
-		p.Signal(unix.SIGKILL)
+		p.signal(unix.SIGKILL)
 		<-waited
 		return
 	}
 	select {
 	case st := <-waited:
-		reply(&monitor.Response{Exit: streamExit(st)})
+		e := exitOf(st.ws, st.err)
+		e.FinishedAt = time.Time{}
+		reply(&monitor.Response{Exit: e})
 	case <-hangup:
 		// Nobody is left to read the output or see the exit.
-		p.Signal(unix.SIGKILL)
+		p.signal(unix.SIGKILL)
 		<-waited
 	}
-}
-
-func streamExit(st *os.ProcessState) *monitor.Exit {
-	e := &monitor.Exit{}
-	if st == nil {
-		e.Code, e.Message = -1, "wait failed"
-		return e
-	}
-	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		e.Signal = int(ws.Signal())
-		e.Code = 128 + e.Signal
-	} else {
-		e.Code = st.ExitCode()
-	}
-	return e
 }
 
 // attachment is one client attached to the container's streams.
@@ -368,29 +337,6 @@ func (c *ctr) endAttachments(e *monitor.Exit) {
 		close(a.end)
 	}
 	c.att = nil
-}
-
-// tee passes what the container writes on to attached clients.
-type tee struct {
-	c    *ctr
-	kind byte
-	r    io.Reader
-}
-
-func (t *tee) Read(p []byte) (int, error) {
-	n, err := t.r.Read(p)
-	if n > 0 {
-		t.c.fanout(t.kind, p[:n])
-	}
-	return n, err
-}
-
-func (c *ctr) output(stream string, r io.Reader) io.Reader {
-	kind := monitor.FrameStdout
-	if stream == "stderr" {
-		kind = monitor.FrameStderr
-	}
-	return &tee{c: c, kind: kind, r: r}
 }
 
 func (c *ctr) writeStdin(p []byte) error {

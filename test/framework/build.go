@@ -49,14 +49,22 @@ func build() (dir, path string, err error) {
 		return "", "", err
 	}
 	path = filepath.Join(dir, "berth")
-	// berth-monitor and berth-pause are looked for next to berth; the monitor calls libcontainer,
-	// whose seccomp support is behind the seccomp tag (and cgo).
+	// berth-monitor, berth-spawn and berth-pause are looked for next to berth; berth-spawn calls
+	// libcontainer, whose seccomp support is behind the seccomp tag (and cgo).
 	cmd := exec.Command("go", "build", "-tags", "seccomp", "-o", dir+"/", "./cmd/...")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
 		return "", "", fmt.Errorf("go build ./cmd/berth: %w\n%s", err, out)
+	}
+	// The monitor as hack/build makes it: without cgo.
+	cmd = exec.Command("go", "build", "-o", dir+"/", "./cmd/berth-monitor")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return "", "", fmt.Errorf("go build ./cmd/berth-monitor: %w\n%s", err, out)
 	}
 	return dir, path, nil
 }

@@ -1,4 +1,4 @@
-package monitord
+package spawn
 
 import (
 	"fmt"

@@ -1,0 +1,244 @@
+// Package spawn is the monitor's short-lived helper (binary berth-spawn):
+// one libcontainer call per run, on behalf of the pod's monitor, which
+// links no libcontainer itself (the protocol is in package monitor,
+// spawnproto.go). A create or exec leaves its process running and exits
+// once the monitor holds it: the monitor, a child subreaper, inherits the
+// process when the helper exits.
+package spawn
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/opencontainers/runc/libcontainer"
+	"github.com/opencontainers/runc/libcontainer/configs"
+	"github.com/opencontainers/runc/libcontainer/specconv"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/berth-runtime/berth/internal/faultpoint"
+	"github.com/berth-runtime/berth/monitor"
+)
+
+// Fault points of the helper, for crash tests (internal/faultpoint).
+const (
+	PointCreated  = "spawn-created"  // the container made, its init not started
+	PointStarted  = "spawn-started"  // the process runs, not yet reported
+	PointReported = "spawn-reported" // reported, before the monitor's ack
+)
+
+// Main runs one request from the helper's descriptors and returns the
+// exit code.
+func Main(fault *faultpoint.Point) int {
+	result := os.NewFile(monitor.SpawnResultFD, "result")
+	ack := os.NewFile(monitor.SpawnAckFD, "ack")
+	if result == nil || ack == nil {
+		fmt.Fprintln(os.Stderr, "berth-spawn: run by the pod's monitor only")
+		return 2
+	}
+	req := &monitor.SpawnRequest{}
+	data, err := io.ReadAll(io.LimitReader(os.Stdin, 4<<20))
+	if err == nil {
+		err = json.Unmarshal(data, req)
+	}
+	var res *monitor.SpawnResult
+	if err != nil {
+		res = &monitor.SpawnResult{Error: "berth-spawn: bad request: " + err.Error()}
+	} else {
+		res = run(req, fault)
+	}
+	out, _ := json.Marshal(res)
+	result.Write(out)
+	result.Close()
+	if res.Error != "" {
+		return 1
+	}
+	if res.Pid > 0 {
+		fault.Hit(PointReported, req.ID)
+	}
+	// Until the monitor holds the process: as our unreaped child its pid
+	// cannot be reused meanwhile. EOF when the monitor closes its end,
+	// or dies.
+	io.Copy(io.Discard, ack)
+	return 0
+}
+
+func run(r *monitor.SpawnRequest, fault *faultpoint.Point) *monitor.SpawnResult {
+	fail := func(err error) *monitor.SpawnResult {
+		return &monitor.SpawnResult{Error: fmt.Sprintf("container %s: %v", r.ID, err)}
+	}
+	if r.Root == "" || r.ID == "" {
+		return fail(errors.New("no state root or id"))
+	}
+	switch r.Op {
+	case monitor.SpawnDestroy:
+		c, err := libcontainer.Load(r.Root, r.ID)
+		if errors.Is(err, libcontainer.ErrNotExist) {
+			return &monitor.SpawnResult{}
+		}
+		if err != nil {
+			return fail(err)
+		}
+		// Kills what the process left in its cgroup, so that the pipes
+		// they hold reach EOF, and removes the cgroup and the state.
+		if err := c.Destroy(); err != nil {
+			return fail(fmt.Errorf("destroy: %w", err))
+		}
+		return &monitor.SpawnResult{}
+	}
+	spec := r.Spec
+	if spec == nil {
+		var err error
+		if spec, err = readSpec(r.Dir); err != nil {
+			return fail(err)
+		}
+	}
+	switch r.Op {
+	case monitor.SpawnCreate:
+		return create(r, spec, fault)
+	case monitor.SpawnExec:
+		return execute(r, spec, fault)
+	case monitor.SpawnUpdate:
+		c, err := libcontainer.Load(r.Root, r.ID)
+		if err != nil {
+			return fail(err)
+		}
+		nc, err := libcontainerConfig(r, spec)
+		if err != nil {
+			return fail(fmt.Errorf("update: %w", err))
+		}
+		cfg := c.Config()
+		cfg.Cgroups.Resources = nc.Cgroups.Resources
+		if err := c.Set(cfg); err != nil {
+			return fail(fmt.Errorf("update: %w", err))
+		}
+		return &monitor.SpawnResult{}
+	}
+	return fail(fmt.Errorf("unknown operation %q", r.Op))
+}
+
+func readSpec(dir string) (*specs.Spec, error) {
+	data, err := os.ReadFile(filepath.Join(dir, monitor.SpecFile))
+	if err != nil {
+		return nil, fmt.Errorf("read spec: %w", err)
+	}
+	s := &specs.Spec{}
+	if err := json.Unmarshal(data, s); err != nil {
+		return nil, fmt.Errorf("decode spec: %w", err)
+	}
+	if s.Process == nil {
+		return nil, errors.New("spec without a process")
+	}
+	return s, nil
+}
+
+// libcontainerConfig is libcontainer's view of a spec. With systemd, its
+// cgroupsPath is slice:prefix:name and the container's cgroup is a scope
+// libcontainer has systemd make (and stop, and set) over D-Bus.
+func libcontainerConfig(r *monitor.SpawnRequest, s *specs.Spec) (*configs.Config, error) {
+	return specconv.CreateLibcontainerConfig(&specconv.CreateOpts{CgroupName: r.ID, Spec: s, UseSystemdCgroup: r.Systemd})
+}
+
+// process is a process as the spec's runs: same user, groups,
+// environment and working directory.
+func process(s *specs.Process, args []string) *libcontainer.Process {
+	groups := make([]int, 0, len(s.User.AdditionalGids))
+	for _, g := range s.User.AdditionalGids {
+		groups = append(groups, int(g))
+	}
+	return &libcontainer.Process{
+		Args: args, Env: s.Env, Cwd: s.Cwd,
+		UID: int(s.User.UID), GID: int(s.User.GID), AdditionalGroups: groups,
+		AppArmorProfile: s.ApparmorProfile,
+	}
+}
+
+// stdio hands the process the descriptors the monitor passed.
+func stdio(r *monitor.SpawnRequest, p *libcontainer.Process) {
+	fd := uintptr(monitor.SpawnStdioFD)
+	next := func(name string) *os.File {
+		f := os.NewFile(fd, name)
+		fd++
+		return f
+	}
+	if r.TTY {
+		p.ConsoleSocket = next("console")
+		p.ConsoleWidth, p.ConsoleHeight = r.Width, r.Height
+		return
+	}
+	if r.Stdin {
+		p.Stdin = next("stdin")
+	}
+	if r.Stdout {
+		p.Stdout = next("stdout")
+	}
+	if r.Stderr {
+		p.Stderr = next("stderr")
+	}
+}
+
+func create(r *monitor.SpawnRequest, spec *specs.Spec, fault *faultpoint.Point) *monitor.SpawnResult {
+	fail := func(err error) *monitor.SpawnResult {
+		return &monitor.SpawnResult{Error: fmt.Sprintf("container %s: %v", r.ID, err)}
+	}
+	cfg, err := libcontainerConfig(r, spec)
+	if err != nil {
+		return fail(fmt.Errorf("libcontainer config: %w", err))
+	}
+	if cfg.Rlimits, err = rlimits(spec.Process); err != nil {
+		return fail(err)
+	}
+	c, err := libcontainer.Create(r.Root, r.ID, cfg)
+	if err != nil {
+		return fail(fmt.Errorf("create: %w", err))
+	}
+	fault.Hit(PointCreated, r.ID)
+	p := process(spec.Process, spec.Process.Args)
+	p.Init = true
+	stdio(r, p)
+	if err := c.Start(p); err != nil {
+		// A failed start leaves a state dir that would block the next
+		// create with this id.
+		c.Destroy()
+		return fail(fmt.Errorf("start init: %w", err))
+	}
+	pid, err := p.Pid()
+	if err != nil {
+		c.Destroy()
+		return fail(err)
+	}
+	res := &monitor.SpawnResult{Pid: pid}
+	if st, err := c.State(); err == nil {
+		res.Cgroups = st.CgroupPaths
+	}
+	fault.Hit(PointStarted, r.ID)
+	return res
+}
+
+func execute(r *monitor.SpawnRequest, spec *specs.Spec, fault *faultpoint.Point) *monitor.SpawnResult {
+	fail := func(err error) *monitor.SpawnResult {
+		return &monitor.SpawnResult{Error: fmt.Sprintf("container %s: %v", r.ID, err)}
+	}
+	if len(r.Args) == 0 {
+		return fail(errors.New("exec: no command"))
+	}
+	c, err := libcontainer.Load(r.Root, r.ID)
+	if err != nil {
+		return fail(err)
+	}
+	p := process(spec.Process, r.Args)
+	stdio(r, p)
+	if err := c.Run(p); err != nil {
+		return fail(fmt.Errorf("exec %q: %w", r.Args[0], err))
+	}
+	pid, err := p.Pid()
+	if err != nil {
+		p.Signal(os.Kill)
+		return fail(err)
+	}
+	fault.Hit(PointStarted, r.ID)
+	return &monitor.SpawnResult{Pid: pid}
+}

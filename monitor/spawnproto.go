@@ -1,0 +1,64 @@
+package monitor
+
+import specs "github.com/opencontainers/runtime-spec/specs-go"
+
+// The spawn helper (package monitor/spawn, binary berth-spawn) does what
+// needs libcontainer for the monitor, one call per run: it creates a
+// container or starts an exec process, reports the process and exits
+// once the monitor has it. The monitor is a child subreaper, so the
+// process, the helper's child, becomes the monitor's when the helper
+// exits; the long-lived monitor so carries no libcontainer and no cgo.
+//
+// The helper's descriptors: 0 the request (JSON, then EOF), 1 nothing,
+// 2 the monitor's log, SpawnResultFD the result (JSON, then EOF),
+// SpawnAckFD closed by the monitor once it holds the process (a pidfd),
+// and from SpawnStdioFD on the process's stdio: stdin, stdout, stderr,
+// those the request asks for, in that order, or the console socket alone
+// with TTY.
+
+// SpawnBinary is the helper's executable, installed next to the monitor.
+const SpawnBinary = "berth-spawn"
+
+// The helper's descriptors.
+const (
+	SpawnResultFD = 3
+	SpawnAckFD    = 4
+	SpawnStdioFD  = 5
+)
+
+// Spawn operations.
+const (
+	SpawnCreate  = "create"  // the container, blocked before its process runs
+	SpawnExec    = "exec"    // a process in the running container
+	SpawnUpdate  = "update"  // the container's cgroup resources
+	SpawnDestroy = "destroy" // what is left of an exited container
+)
+
+// SpawnRequest is one helper run.
+type SpawnRequest struct {
+	Op string `json:"op"`
+	// Root is libcontainer's state root, ID the container's.
+	Root string `json:"root"`
+	ID   string `json:"id"`
+	// Dir holds the spec (SpecFile).
+	Dir     string `json:"dir,omitempty"`
+	Systemd bool   `json:"systemd,omitempty"`
+	// Args are an exec's command; it runs as the spec's process does.
+	Args   []string `json:"args,omitempty"`
+	Stdin  bool     `json:"stdin,omitempty"`
+	Stdout bool     `json:"stdout,omitempty"`
+	Stderr bool     `json:"stderr,omitempty"`
+	TTY    bool     `json:"tty,omitempty"`
+	Width  uint16   `json:"width,omitempty"`
+	Height uint16   `json:"height,omitempty"`
+	// Spec replaces Dir's spec (update: the spec with the new resources).
+	Spec *specs.Spec `json:"spec,omitempty"`
+}
+
+// SpawnResult is the helper's answer.
+type SpawnResult struct {
+	Error string `json:"error,omitempty"`
+	Pid   int    `json:"pid,omitempty"`
+	// Cgroups are the container's cgroup directories by hierarchy.
+	Cgroups map[string]string `json:"cgroups,omitempty"`
+}
