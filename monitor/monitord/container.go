@@ -233,7 +233,9 @@ func (c *ctr) wait() {
 	// Parked in the netpoller until the process exits: a blocking wait
 	// would hold an OS thread per container for its whole life.
 	exit := exitOf(c.proc.wait())
-	c.srv.forget(c.proc)
+	// The pidfd stays open until the exit is recorded: until then a stop
+	// signals through it, and learns that the process is gone (ESRCH).
+	c.srv.reaped(c.proc)
 	close(c.died)
 	exit.OOMKilled = oomKilled(c.cgroups)
 	// Destroy kills what the process left in its cgroup, so the pipes they
@@ -250,6 +252,7 @@ func (c *ctr) wait() {
 	}
 	c.mu.Lock()
 	c.exit = exit
+	c.proc.pidfd.Close()
 	if c.stdin != nil {
 		c.stdin.Close()
 		c.stdin = nil
@@ -298,7 +301,8 @@ func (c *ctr) signal(sig int) error {
 	// By pidfd, not through libcontainer: its state lock would make a
 	// stop wait behind a slow exec.
 	if err := c.proc.signal(syscall.Signal(sig)); err != nil {
-		if errors.Is(err, unix.ESRCH) {
+		// The pidfd is closed once the exit is recorded.
+		if errors.Is(err, unix.ESRCH) || errors.Is(err, os.ErrClosed) {
 			return fmt.Errorf("container %s: %w", c.id, errNotRunning)
 		}
 		return fmt.Errorf("container %s: signal %d: %w", c.id, sig, err)

@@ -146,10 +146,17 @@ func (s *Server) spawn(r *monitor.SpawnRequest, files ...*os.File) (*child, *mon
 
 // forget ends the monitor's hold on a reaped child.
 func (s *Server) forget(ch *child) {
+	s.reaped(ch)
+	ch.pidfd.Close()
+}
+
+// reaped tells the orphan reaper that a known child has been reaped. Its
+// pidfd may stay open: a signal through it then fails with ESRCH, never
+// hits another process.
+func (s *Server) reaped(ch *child) {
 	s.reap.Lock()
 	delete(s.known, ch.pid)
 	s.reap.Unlock()
-	ch.pidfd.Close()
 	s.pokeReaper()
 }
 

@@ -77,6 +77,12 @@ func run(r *monitor.SpawnRequest, fault *faultpoint.Point) *monitor.SpawnResult 
 	case monitor.SpawnDestroy:
 		c, err := libcontainer.Load(r.Root, r.ID)
 		if errors.Is(err, libcontainer.ErrNotExist) {
+			// Made, but its init never started (no state written yet):
+			// no process and no cgroup, only the dir a next create with
+			// this id would trip over.
+			if err := os.RemoveAll(filepath.Join(r.Root, r.ID)); err != nil {
+				return fail(err)
+			}
 			return &monitor.SpawnResult{}
 		}
 		if err != nil {
