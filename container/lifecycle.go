@@ -307,7 +307,11 @@ func (s *Service) release(ctx context.Context, rec *Record) error {
 	if !rec.Sandbox {
 		s.opts.Faults.Hit(faultpoint.RemoveCtrMonitor, rec.ID)
 	}
-	if err := unmountContainerDir(rec.Dir); err != nil {
+	// The rootfs's unmount syncs the writable layer's filesystem (the
+	// host's, with every other writer's dirty pages): tens of seconds on a
+	// busy disk, so it is waited for as long as the caller allows, and a
+	// retry joins it.
+	if err := s.fs.Do(ctx, "unmount", rec.Dir, func(func(string)) error { return unmountContainerDir(rec.Dir) }); err != nil {
 		return fmt.Errorf("container %s: %w", rec.ID, err)
 	}
 	// What is mounted below the container's dirs besides berth's own
