@@ -81,6 +81,13 @@ func (p *fakeDevicePlugin) state() (bool, [][]string) {
 // when the test ends.
 func startFakeDevicePlugin(t *testing.T) *fakeDevicePlugin {
 	t.Helper()
+	// The kubelet empties its device plugin dir when its device manager
+	// starts, which is after its API serves: a plugin socket made before
+	// that is deleted under the plugin.
+	waitFor(t, time.Minute, "the kubelet's device plugin socket", func() (bool, string) {
+		_, err := os.Stat(pluginapi.KubeletSocket)
+		return err == nil, fmt.Sprint(err)
+	})
 	name := "berth-test-fake-" + framework.RandHex(3) + ".sock"
 	p := &fakeDevicePlugin{socket: filepath.Join(pluginapi.DevicePluginPath, name), srv: grpc.NewServer()}
 	pluginapi.RegisterDevicePluginServer(p.srv, p)
@@ -102,7 +109,7 @@ func startFakeDevicePlugin(t *testing.T) *fakeDevicePlugin {
 	defer cancel()
 	if _, err := pluginapi.NewRegistrationClient(conn).Register(ctx, &pluginapi.RegisterRequest{
 		Version: pluginapi.Version, Endpoint: name, ResourceName: fakeResource,
-	}); err != nil {
+	}, grpc.WaitForReady(true)); err != nil {
 		t.Fatalf("register the device plugin with the kubelet: %v", err)
 	}
 	return p
@@ -159,6 +166,8 @@ devices:
 		t.Fatal(err)
 	}
 	e := newEnv(t, fmt.Sprintf("cdi_spec_dirs = [%q]\n", specDir))
+	// A socket an earlier kubelet left would pass for this one's.
+	os.Remove(pluginapi.KubeletSocket)
 	k := e.startKubelet(kubeletOptions{})
 	p := startFakeDevicePlugin(t)
 	// A pod admitted before the kubelet has the plugin's devices fails
