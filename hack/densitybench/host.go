@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -12,41 +11,12 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-runtime/berth/test/kubehost"
 )
-
-// kubeletLock is test/kubelet's and hack/nodee2e's machine-wide lock: a
-// kubelet writes /var/lib/kubelet/device-plugins and kernel settings
-// whatever its root dir.
-const kubeletLock = "/run/berth-kubelet-test.lock"
-
-func takeLock(ctx context.Context, log *slog.Logger) (func(), error) {
-	f, err := os.OpenFile(kubeletLock, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	logged := false
-	for deadline := time.Now().Add(30 * time.Minute); ; {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return func() { f.Close() }, nil
-		}
-		if err != unix.EWOULDBLOCK || time.Now().After(deadline) || ctx.Err() != nil {
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", kubeletLock, err)
-		}
-		if !logged {
-			log.Info("another kubelet run holds the lock: waiting", "lock", kubeletLock)
-			logged = true
-		}
-		time.Sleep(time.Second)
-	}
-}
 
 // The benchmark's addresses: the pods' subnet (a /22: 250 pods and the
 // gateway do not fit a /24) and the node IP, which the kubelet wants
@@ -291,35 +261,7 @@ func removeCgroupTree(log *slog.Logger, path string) int {
 	leaks := 0
 	dirs, _ := filepath.Glob("/sys/fs/cgroup/*" + path)
 	for _, d := range dirs {
-		var tree []string
-		filepath.WalkDir(d, func(p string, de os.DirEntry, err error) error {
-			if err != nil || !de.IsDir() {
-				return nil
-			}
-			tree = append(tree, p)
-			data, _ := os.ReadFile(filepath.Join(p, "cgroup.procs"))
-			for _, f := range strings.Fields(string(data)) {
-				if pid, err := strconv.Atoi(f); err == nil {
-					log.Error("LEAK: process still in a kubelet cgroup: killed", "pid", pid, "cgroup", p)
-					leaks++
-					syscall.Kill(pid, syscall.SIGKILL)
-				}
-			}
-			return nil
-		})
-		slices.Reverse(tree)
-		for _, p := range tree {
-			var err error
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-				if err = os.Remove(p); err == nil || os.IsNotExist(err) || time.Now().After(deadline) {
-					break
-				}
-			}
-			if err != nil && !os.IsNotExist(err) {
-				log.Error("LEAK: could not remove cgroup", "cgroup", p, "error", err)
-				leaks++
-			}
-		}
+		leaks += kubehost.RemoveCgroupTree(log, d)
 	}
 	return leaks
 }

@@ -17,6 +17,8 @@
 package main
 
 import (
+	"github.com/berth-runtime/berth/test/kubehost"
+
 	"context"
 	"encoding/json"
 	"flag"
@@ -89,7 +91,7 @@ func mainErr(log *slog.Logger, o *options) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	unlock, err := takeLock(ctx, log)
+	unlock, err := kubehost.Lock(ctx, func() { log.Info("another kubelet run holds the lock: waiting", "lock", kubehost.LockPath) })
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -19,33 +18,6 @@ import (
 
 	"github.com/berth-runtime/berth/test/kubehost"
 )
-
-// lockPath is test/kubelet's machine-wide lock: the suite's kubelet uses
-// /var/lib/kubelet, fixed ports and the kernel settings every kubelet writes.
-const lockPath = "/run/berth-kubelet-test.lock"
-
-func takeLock(ctx context.Context, log *slog.Logger) (func(), error) {
-	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	logged := false
-	for deadline := time.Now().Add(30 * time.Minute); ; {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return func() { f.Close() }, nil
-		}
-		if err != unix.EWOULDBLOCK || time.Now().After(deadline) || ctx.Err() != nil {
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", lockPath, err)
-		}
-		if !logged {
-			log.Info("another kubelet test holds the lock: waiting", "lock", lockPath)
-			logged = true
-		}
-		time.Sleep(time.Second)
-	}
-}
 
 // Ports the suite's kubelet (healthz, server, read-only) and API server
 // bind, fixed in the suite.
@@ -245,7 +217,7 @@ func (s *hostState) restore(log *slog.Logger, work, kubelet string) int {
 	}
 	for _, d := range kubeletCgroupDirs() {
 		if !s.cgroups[d] {
-			leaks += removeCgroupTree(log, d)
+			leaks += kubehost.RemoveCgroupTree(log, d)
 		}
 	}
 	for _, prefix := range s.natPrefixes {
@@ -315,41 +287,4 @@ func mountsUnder(dirs []string) []string {
 	}
 	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
 	return slices.Compact(out)
-}
-
-// removeCgroupTree kills what still runs in the cgroup tree dir (counted:
-// the pods should be gone) and removes it, children first.
-func removeCgroupTree(log *slog.Logger, dir string) int {
-	leaks := 0
-	var tree []string
-	filepath.WalkDir(dir, func(p string, de os.DirEntry, err error) error {
-		if err != nil || !de.IsDir() {
-			return nil
-		}
-		tree = append(tree, p)
-		data, _ := os.ReadFile(filepath.Join(p, "cgroup.procs"))
-		for _, f := range strings.Fields(string(data)) {
-			if pid, err := strconv.Atoi(f); err == nil {
-				cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-				log.Error("LEAK: process still in a kubelet cgroup: killed", "pid", pid, "cgroup", p, "cmdline", strings.ReplaceAll(string(cmd), "\x00", " "))
-				leaks++
-				syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
-		return nil
-	})
-	slices.Reverse(tree)
-	for _, p := range tree {
-		var err error
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			if err = os.Remove(p); err == nil || os.IsNotExist(err) || time.Now().After(deadline) {
-				break
-			}
-		}
-		if err != nil && !os.IsNotExist(err) {
-			log.Error("LEAK: could not remove cgroup", "cgroup", p, "error", err)
-			leaks++
-		}
-	}
-	return leaks
 }

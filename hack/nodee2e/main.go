@@ -10,6 +10,8 @@
 package main
 
 import (
+	"github.com/berth-runtime/berth/test/kubehost"
+
 	"context"
 	"errors"
 	"flag"
@@ -134,7 +136,7 @@ func run(ctx context.Context, log *slog.Logger, o options) (rc int, err error) {
 		return 0, nil
 	}
 
-	unlock, err := takeLock(ctx, log)
+	unlock, err := kubehost.Lock(ctx, func() { log.Info("another kubelet run holds the lock: waiting", "lock", kubehost.LockPath) })
 	if err != nil {
 		return 1, err
 	}

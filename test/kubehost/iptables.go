@@ -1,6 +1,7 @@
-// Package kubehost undoes what a stock kubelet and the CNI plugins it
-// drives leave in the host's iptables, for the harnesses that run one on
-// this machine: test/kubelet and hack/nodee2e.
+// Package kubehost is what the harnesses that run a stock kubelet on this
+// machine (test/kubelet, hack/nodee2e, hack/densitybench) share: the
+// machine-wide kubelet lock, the removal of a kubelet's cgroup tree, and
+// the undoing of what the kubelet and its CNI plugins leave in iptables.
 package kubehost
 
 import (

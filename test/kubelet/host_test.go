@@ -1,6 +1,7 @@
 package kubelet_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,41 +12,21 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
 
 	"github.com/berth-runtime/berth/test/kubehost"
 )
 
-// lockPath serialises kubelet tests on one machine (several clones may run
-// their tests at once): /var/lib/kubelet/device-plugins and the kernel
-// settings the kubelet writes are machine-wide.
-const lockPath = "/run/berth-kubelet-test.lock"
-
-// takeTurn waits (up to 30 minutes) for the machine-wide kubelet test lock
+// takeTurn waits (up to 30 minutes) for the machine-wide kubelet lock
 // and releases it when the test ends.
 func takeTurn(t *testing.T) {
 	t.Helper()
-	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o644)
+	release, err := kubehost.Lock(context.Background(), func() {
+		t.Logf("another kubelet test holds %s: waiting", kubehost.LockPath)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	logged := false
-	for deadline := time.Now().Add(30 * time.Minute); ; {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if err != unix.EWOULDBLOCK || time.Now().After(deadline) {
-			f.Close()
-			t.Fatalf("lock %s: %v", lockPath, err)
-		}
-		if !logged {
-			t.Logf("another kubelet test holds %s: waiting", lockPath)
-			logged = true
-		}
-		time.Sleep(time.Second)
-	}
-	t.Cleanup(func() { f.Close() }) // closing releases the lock
+	t.Cleanup(release)
 }
 
 // The kernel settings the kubelet's container manager sets (setupKernelTunables).
