@@ -90,8 +90,14 @@ state = %[2]q
 [plugins.'io.containerd.image-verifier.v1.bindir']
   bin_dir = %[11]q
 `, filepath.Join(r, "root"), filepath.Join(r, "state"), filepath.Join(r, "containerd.sock"), filepath.Join(r, "containerd.sock.ttrpc"),
-		c.certsD, c.runc, c.cniBinDir, filepath.Join(r, "net.d"), filepath.Join(r, "opt"), filepath.Join(r, "s"), filepath.Join(r, "image-verifier"))
+		c.certsD, c.runc, c.cniBinDir, filepath.Join(r, "net.d"), filepath.Join(r, "opt"), c.shimSocketDir(), filepath.Join(r, "image-verifier"))
 }
+
+// shimSocketDir is right under work: containerd refuses a shim socket_dir
+// longer than 42 bytes (the sockets' unix path limit), and under root it
+// was 43 whenever MkdirTemp's random part had 10 digits, leaving containerd
+// without its CRI.
+func (c *containerd) shimSocketDir() string { return filepath.Join(c.work, "s") }
 
 func (c *containerd) start(ctx context.Context, log *slog.Logger) error {
 	if c.certsD == "" {

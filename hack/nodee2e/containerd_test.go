@@ -35,6 +35,12 @@ func TestContainerdConfig(t *testing.T) {
 			t.Errorf("handler %s: %v", h, r)
 		}
 	}
+	// The longest work dir os.MkdirTemp("", "berth-node-e2e.") makes.
+	c = &containerd{work: "/tmp/berth-node-e2e.4294967295"}
+	c.root = c.work + "/containerd"
+	if d := c.shimSocketDir(); len(d) > 42 {
+		t.Errorf("shim socket_dir %q is %d bytes, containerd takes 42 at most", d, len(d))
+	}
 	if got := rt["cni"].(map[string]any)["conf_dir"]; got != "/w/containerd/net.d" {
 		t.Errorf("cni conf_dir = %v", got)
 	}

@@ -54,6 +54,7 @@ type options struct {
 	ctrdDir   string
 	runc      string
 	timeout   time.Duration
+	gates     string
 	verbose   bool
 	dryRun    bool
 	testArgs  []string
@@ -78,6 +79,7 @@ func main() {
 	flag.StringVar(&o.ctrdDir, "containerd-dir", os.Getenv("BERTH_CONTAINERD_DIR"), "directory of containerd and containerd-shim-runc-v2 (--runtime containerd; hack/install-containerd)")
 	flag.StringVar(&o.runc, "runc", os.Getenv("BERTH_RUNC"), "runc binary (--runtime containerd; hack/install-containerd)")
 	flag.DurationVar(&o.timeout, "timeout", 3*time.Hour, "ginkgo suite timeout")
+	flag.StringVar(&o.gates, "feature-gates", "", "kubelet feature gates for the suite's kubelet config (A=true,B=false), the same for every runtime")
 	flag.BoolVar(&o.verbose, "v", false, "stream the suite's output to the terminal (always in OUT/ginkgo.log)")
 	flag.BoolVar(&o.dryRun, "dry-run", false, "list the selected specs without running them (no runtime, no kubelet)")
 	flag.Usage = func() {
@@ -105,6 +107,9 @@ func main() {
 func run(ctx context.Context, log *slog.Logger, o options) (rc int, err error) {
 	if os.Geteuid() != 0 {
 		return 1, errors.New("the kubelet and berth need root")
+	}
+	if _, err := parseGates(o.gates); err != nil {
+		return 2, err
 	}
 	for _, b := range []string{"e2e_node.test", "kubelet", "ginkgo"} {
 		if _, err := os.Stat(filepath.Join(o.binDir, b)); err != nil {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -54,9 +55,11 @@ func pathDir(work string) (string, error) {
 
 // kubeletConfig is upstream's test/e2e_node/jenkins/default-kubelet-config.yaml
 // plus what this host needs: it is cgroup v1 (hybrid), and swap is off but
-// say so.
-func kubeletConfig(podCIDR string) map[string]any {
-	return map[string]any{
+// say so; and the feature gates given. The gates go to the kubelet's config
+// only, not to the suite's --feature-gates, which would replace the config's
+// gates and make the specs that check for a gate skip themselves.
+func kubeletConfig(podCIDR string, gates map[string]bool) map[string]any {
+	cfg := map[string]any{
 		"apiVersion":                       "kubelet.config.k8s.io/v1beta1",
 		"kind":                             "KubeletConfiguration",
 		"cgroupDriver":                     "cgroupfs",
@@ -73,6 +76,29 @@ func kubeletConfig(podCIDR string) map[string]any {
 		"failCgroupV1":           false,
 		"failSwapOn":             false,
 	}
+	if len(gates) > 0 {
+		cfg["featureGates"] = gates
+	}
+	return cfg
+}
+
+// parseGates reads kubelet feature gates as the kubelet's --feature-gates
+// flag has them: "Name=true,Other=false".
+func parseGates(s string) (map[string]bool, error) {
+	gates := map[string]bool{}
+	for _, kv := range strings.Split(s, ",") {
+		kv = strings.TrimSpace(kv)
+		if kv == "" {
+			continue
+		}
+		name, val, ok := strings.Cut(kv, "=")
+		b, err := strconv.ParseBool(val)
+		if !ok || name == "" || err != nil {
+			return nil, fmt.Errorf("feature gate %q: want Name=true or Name=false", kv)
+		}
+		gates[name] = b
+	}
+	return gates, nil
 }
 
 // kubeletFlags are added to the suite's kubelet command line (they win
@@ -146,7 +172,11 @@ func runSuite(ctx context.Context, log *slog.Logger, o options, skips []skipEntr
 			return nil, err
 		}
 		hostname, _ := os.Hostname()
-		cfg, _ := json.MarshalIndent(kubeletConfig(berthSubnet), "", "  ")
+		gates, err := parseGates(o.gates)
+		if err != nil {
+			return nil, err
+		}
+		cfg, _ := json.MarshalIndent(kubeletConfig(berthSubnet, gates), "", "  ")
 		cfgPath := filepath.Join(env.work, "kubelet-base.yaml")
 		if err := os.WriteFile(cfgPath, cfg, 0o644); err != nil {
 			return nil, err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -109,5 +110,35 @@ func TestProcsRunningAndTerminate(t *testing.T) {
 	<-waited
 	if alive(cmd.Process.Pid) {
 		t.Fatalf("pid %d alive after terminate", cmd.Process.Pid)
+	}
+}
+
+func TestParseGates(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want map[string]bool
+		err  bool
+	}{
+		{in: "", want: map[string]bool{}},
+		{in: "PodAndContainerStatsFromCRI=true", want: map[string]bool{"PodAndContainerStatsFromCRI": true}},
+		{in: "A=true, B=false,", want: map[string]bool{"A": true, "B": false}},
+		{in: "A", err: true},
+		{in: "A=yes", err: true},
+		{in: "=true", err: true},
+	} {
+		got, err := parseGates(tc.in)
+		if (err != nil) != tc.err {
+			t.Fatalf("parseGates(%q): err %v, want error %v", tc.in, err, tc.err)
+		}
+		if err == nil && !maps.Equal(got, tc.want) {
+			t.Errorf("parseGates(%q) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+	if _, ok := kubeletConfig("10.0.0.0/24", nil)["featureGates"]; ok {
+		t.Error("kubeletConfig without gates has featureGates")
+	}
+	cfg := kubeletConfig("10.0.0.0/24", map[string]bool{"A": true})
+	if g, _ := cfg["featureGates"].(map[string]bool); !g["A"] {
+		t.Errorf("kubeletConfig featureGates = %v, want A=true", cfg["featureGates"])
 	}
 }
