@@ -221,12 +221,31 @@ func newService(t testing.TB, root string, opts Options) *Service {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	// A daemon holds its root alone; a test that reopens one plays a
+	// restart, so whatever the last service of that root was still
+	// flushing is done first, and so is everything before TempDir's
+	// cleanup removes the root.
+	if prev, ok := servicesByRoot.Load(root); ok {
+		if err := prev.(*Service).Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	s, err := New(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	servicesByRoot.Store(root, s)
+	t.Cleanup(func() {
+		servicesByRoot.CompareAndDelete(root, s)
+		if err := s.Flush(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
 	return s
 }
+
+// servicesByRoot: the last service newService opened on each root.
+var servicesByRoot sync.Map
 
 // assertEmptyStore checks that a store holds nothing at all: no image, no
 // layer, no blob, and no temp file anywhere under root.

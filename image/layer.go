@@ -158,12 +158,16 @@ func (s *Service) unpackLayer(ctx context.Context, rc io.Reader, l layerRef) (er
 	defer dec.Close()
 	diff := sha256.New()
 	tee := io.TeeReader(dec, diff)
+	mode := s.syncMode
+	if mode == syncDeferred && s.bootID == "" {
+		mode = syncFiles // no boot ID to tell a crash from a reboot: flush before publishing
+	}
 	var fsync, each *syncer
-	if layerSyncMode != syncFilesystem {
+	if mode == syncFiles || mode == syncEach {
 		fsync = newSyncer()
 		defer fsync.wait() // on the error paths: no descriptor left open
 	}
-	if layerSyncMode == syncEach {
+	if mode == syncEach {
 		each = fsync
 	}
 	if err := applyTarSync(ctx, s.log, tee, tmp, each, fsync != nil); err != nil {
@@ -192,7 +196,7 @@ func (s *Service) unpackLayer(ctx context.Context, rc io.Reader, l layerRef) (er
 		return fmt.Errorf("uncompressed content has digest %s, config says %s", got, l.DiffID)
 	}
 	walkSync := fsync
-	if layerSyncMode == syncEach {
+	if mode == syncEach {
 		walkSync = nil
 	}
 	usage, inodes, err := diskUsage(tmp, walkSync, fsync)
@@ -200,17 +204,31 @@ func (s *Service) unpackLayer(ctx context.Context, rc io.Reader, l layerRef) (er
 		return err
 	}
 	s.faults.Hit(faultpoint.PullLayerWritten, l.ChainID)
+	rec := &layerRecord{ChainID: l.ChainID, DiffID: l.DiffID, Digest: l.Digest, Usage: usage, Inodes: inodes}
 	// Once the record says the layer exists, its files must survive a
-	// power cut: flushed before the rename that publishes them (sync.go).
-	if fsync != nil {
+	// power cut (sync.go): flushed before the rename that publishes them,
+	// or published as pending on this boot and flushed right after.
+	switch mode {
+	case syncFiles, syncEach:
 		if err := fsync.wait(); err != nil {
 			return fmt.Errorf("sync layer: %w", err)
 		}
-	} else if err := syncFS(tmp); err != nil {
-		return err
+	case syncFilesystem:
+		if err := syncFS(tmp); err != nil {
+			return err
+		}
+	case syncDeferred:
+		rec.PendingBoot = s.bootID
 	}
 	s.faults.Hit(faultpoint.PullLayerUnpacked, l.ChainID)
-	return s.commitLayer(tmp, &layerRecord{ChainID: l.ChainID, DiffID: l.DiffID, Digest: l.Digest, Usage: usage, Inodes: inodes})
+	if err := s.commitLayer(tmp, rec); err != nil {
+		return err
+	}
+	if rec.PendingBoot != "" {
+		s.flushLater(rec)
+		s.faults.Hit(faultpoint.PullLayerPublished, l.ChainID)
+	}
+	return nil
 }
 
 func syncFS(dir string) error {

@@ -35,6 +35,16 @@ func (s *Service) load(ctx context.Context) error {
 			}
 			continue
 		}
+		if l.PendingBoot != "" && l.PendingBoot != s.bootID {
+			// Published, not yet flushed, and the machine has rebooted
+			// since: its files may be empty. Dropped with the images
+			// that need it; the kubelet pulls them again.
+			s.log.Warn("dropping layer not flushed before a reboot", "layer", l.ChainID, "boot", l.PendingBoot)
+			if err := s.layerRecs.Delete(key); err != nil {
+				return err
+			}
+			continue
+		}
 		s.layers[l.ChainID] = l
 	}
 	entries, err := os.ReadDir(s.layerDir)

@@ -120,6 +120,7 @@ func (s *Service) endPull(ctx context.Context, t *pullTracker, err error) {
 	s.progress.mu.Lock()
 	delete(s.progress.pulls, t)
 	s.progress.mu.Unlock()
+	s.pullEnded()
 	if s.metrics == nil {
 		return
 	}
@@ -132,6 +133,13 @@ func (s *Service) endPull(ctx context.Context, t *pullTracker, err error) {
 		outcome = "failure"
 	}
 	s.metrics.duration.WithLabelValues(outcome).Observe(time.Since(t.started).Seconds())
+}
+
+// pullsInFlight counts the runs of Pull under way.
+func (s *Service) pullsInFlight() int {
+	s.progress.mu.Lock()
+	defer s.progress.mu.Unlock()
+	return len(s.progress.pulls)
 }
 
 // layerCounter is the progress of a download of chain, shared by every

@@ -1,6 +1,7 @@
 package image
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,6 +55,9 @@ type Options struct {
 	Logger   *slog.Logger
 	// Metrics records pulls; nil records nothing.
 	Metrics *Metrics
+	// BootID names this boot of the machine; empty reads the kernel's.
+	// Tests set it to play a reboot.
+	BootID string
 	// Faults hangs a pull at a named step for crash tests; nil in
 	// production.
 	Faults *faultpoint.Point
@@ -75,6 +79,9 @@ type Service struct {
 	flights          flights[struct{}] // layer downloads and unpacks, by chain ID
 	pulls            flights[string]   // whole pulls, by reference and credentials
 	progress         pullSet
+	flush            flusher
+	bootID           string // "" if unknown: layers are flushed before they are published
+	syncMode         int    // how a layer is made durable (sync.go); syncDeferred but in benchmarks
 	metrics          *Metrics
 
 	content    *contentStore
@@ -129,6 +136,9 @@ type layerRecord struct {
 	Digest  string
 	Usage   int64 // bytes of disk used by the unpacked layer
 	Inodes  int64
+	// PendingBoot: the layer is published but not yet flushed, on this
+	// boot ID (sync.go); "" once it is durable.
+	PendingBoot string `json:",omitempty"`
 }
 
 type leaseRecord struct {
@@ -182,6 +192,8 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		layers:    map[string]*layerRecord{},
 		pins:      map[string]int{},
 		leases:    map[string]*leaseRecord{},
+		bootID:    cmp.Or(opts.BootID, bootID()),
+		flush:     flusher{kick: make(chan struct{}, 1)},
 	}
 	for _, p := range opts.PinnedImages {
 		if hex, ok := strings.CutPrefix(p, "sha256:"); ok && len(hex) == 64 && isHex(hex) {
@@ -225,6 +237,13 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	}
 	if err := s.load(ctx); err != nil {
 		return nil, err
+	}
+	// A berth killed on this boot before flushing: the page cache holds
+	// the files whole, so flushing them now makes them durable.
+	for _, l := range s.layers {
+		if l.PendingBoot != "" {
+			s.flushLater(l)
+		}
 	}
 	return s, nil
 }

@@ -39,7 +39,7 @@ func BenchmarkUnpackLayerSync(b *testing.B) {
 	modes := []struct {
 		name string
 		mode int
-	}{{"fsync at the end", syncFiles}, {"fsync each", syncEach}, {"syncfs", syncFilesystem}}
+	}{{"published, flushed after", syncDeferred}, {"fsync at the end", syncFiles}, {"fsync each", syncEach}, {"syncfs", syncFilesystem}}
 	for _, l := range layers {
 		layer := gzLayer(b, l.entries...)
 		rc, err := layer.Compressed()
@@ -55,9 +55,8 @@ func BenchmarkUnpackLayerSync(b *testing.B) {
 		ref := layerRef{ChainID: diffID.String(), DiffID: diffID.String(), Digest: digest.String(), Size: int64(len(blob))}
 		for _, m := range modes {
 			b.Run(l.name+"/"+m.name, func(b *testing.B) {
-				defer func(old int) { layerSyncMode = old }(layerSyncMode)
-				layerSyncMode = m.mode
 				s := newService(b, b.TempDir(), Options{})
+				s.syncMode = m.mode
 				b.SetBytes(int64(len(blob)))
 				for b.Loop() {
 					s.pin([]string{ref.ChainID})
@@ -65,10 +64,82 @@ func BenchmarkUnpackLayerSync(b *testing.B) {
 						b.Fatal(err)
 					}
 					b.StopTimer()
+					if err := s.Flush(b.Context()); err != nil {
+						b.Fatal(err)
+					}
 					s.unpin([]string{ref.ChainID})
 					b.StartTimer()
 				}
 			})
 		}
+	}
+}
+
+// TestPendingLayerAfterRestart plays a berth that died between publishing
+// a layer and flushing it: restarted on the same boot it keeps the layer
+// (the page cache holds it) and flushes it; after a reboot (another boot
+// ID, a power cut) it drops the layer and the image that needs it, so no
+// layer whose files may be empty is ever used.
+func TestPendingLayerAfterRestart(t *testing.T) {
+	needRoot(t)
+	reg := newTestRegistry(t)
+	img := buildImage(t, "", gzLayer(t, dir("etc"), file("etc/base", "b")), gzLayer(t, file("top", "t")))
+	ref := reg.push(t, "pending:v1", img)
+	for _, tc := range []struct {
+		name, restartBoot string
+		kept              bool
+	}{
+		{"same boot", "boot-a", true},
+		{"after a reboot", "boot-b", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			root := t.TempDir()
+			s := newService(t, root, Options{BootID: "boot-a"})
+			id, err := s.Pull(ctx, ref, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			st, err := s.Status(ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			top := st.Layers[len(st.Layers)-1].ChainID
+			rec, err := s.layerRecs.Get(digestHex(top))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.PendingBoot != "" {
+				t.Fatalf("layer %s still pending on %q after Flush", top, rec.PendingBoot)
+			}
+			// As the record was before its flush; berth is gone.
+			rec.PendingBoot = "boot-a"
+			if err := s.layerRecs.Put(digestHex(top), rec); err != nil {
+				t.Fatal(err)
+			}
+
+			s2 := newService(t, root, Options{BootID: tc.restartBoot})
+			if err := s2.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if !tc.kept {
+				assertEmptyStore(t, s2)
+				return
+			}
+			st2, err := s2.Status(ref)
+			if err != nil || st2.ID != id {
+				t.Fatalf("image after a restart on the same boot: %+v, %v; want %s", st2, err, id)
+			}
+			rec, err = s2.layerRecs.Get(digestHex(top))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.PendingBoot != "" {
+				t.Errorf("layer %s still pending on %q after the restart's flush", top, rec.PendingBoot)
+			}
+		})
 	}
 }

@@ -161,7 +161,15 @@ func openOffline(ctx context.Context, cfg *config.Config, stderr io.Writer) (*im
 		unlock()
 		return nil, nil, err
 	}
-	return store, unlock, nil
+	// Layers are published before they are flushed (image/sync.go); a
+	// store preloaded into a node image is next opened on another boot,
+	// so everything is flushed before the command lets go of the root.
+	return store, func() {
+		if err := store.Flush(context.WithoutCancel(ctx)); err != nil {
+			log.Error("flush image store", "error", err)
+		}
+		unlock()
+	}, nil
 }
 
 func importFiles(ctx context.Context, imgs imageClient, files []string, pinned bool, stdin io.Reader, stdout io.Writer) error {

@@ -107,7 +107,8 @@ const (
 	RemoveFiles      = "RemovePodSandbox/files-removed"   // cgroup and files gone, the record not yet
 
 	PullLayerWritten    = "PullImage/layer-written"    // a layer's files are written in its temp dir, their fsyncs may be running
-	PullLayerUnpacked   = "PullImage/layer-unpacked"   // a layer is unpacked and flushed in its temp dir, not committed
+	PullLayerUnpacked   = "PullImage/layer-unpacked"   // a layer is unpacked and checked in its temp dir, not committed (flushed unless its flush is deferred)
+	PullLayerPublished  = "PullImage/layer-published"  // a layer is in the store, its record pending on this boot, its flush queued
 	PullLayersCommitted = "PullImage/layers-committed" // every layer is in the store, the image is not
 	PullContentStored   = "PullImage/content-stored"   // manifest and config stored, no image record or tag
 
@@ -130,7 +131,7 @@ func All() []string {
 		StartBefore, StartStarted,
 		StopContainers, StopBeforeCNIDel, StopCNIDeleted,
 		RemoveContainers, RemoveRuntime, RemoveFiles,
-		PullLayerWritten, PullLayerUnpacked, PullLayersCommitted, PullContentStored,
+		PullLayerWritten, PullLayerUnpacked, PullLayerPublished, PullLayersCommitted, PullContentStored,
 		StopCtrSignalled, RemoveCtrMonitor, RemoveImageRecord,
 	}
 }
