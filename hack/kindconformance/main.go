@@ -6,19 +6,26 @@
 //	kindconformance -report report.json
 //	kindconformance -skip-list FILE   print the list's patterns joined by |
 //	kindconformance -refs e2e.json    print the image refs hack/e2e-images built, one a line
+//	kindconformance -forward TARGET -listen ADDR -addr-file FILE
+//	                                  forward TCP from ADDR (port 0: a free one, written
+//	                                  to FILE once listening) to TARGET until SIGTERM
 package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -26,8 +33,31 @@ func main() {
 	report := flag.String("report", "", "ginkgo's JSON report")
 	skipList := flag.String("skip-list", "", "print this skip list's patterns joined by |")
 	refs := flag.String("refs", "", "print the refs of hack/e2e-images' list, one a line")
+	target := flag.String("forward", "", "forward TCP connections to this address")
+	listen := flag.String("listen", "", "with -forward: the address to listen on")
+	addrFile := flag.String("addr-file", "", "with -forward: write the address listened on here")
 	flag.Parse()
 	switch {
+	case *target != "":
+		if *listen == "" || *addrFile == "" {
+			fatal(errors.New("-forward needs -listen and -addr-file"))
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+		defer stop()
+		l, err := net.Listen("tcp", *listen)
+		if err != nil {
+			fatal(err)
+		}
+		// Renamed into place: whoever waits for the file reads it whole.
+		if err := os.WriteFile(*addrFile+".tmp", []byte(l.Addr().String()+"\n"), 0o644); err != nil {
+			fatal(err)
+		}
+		if err := os.Rename(*addrFile+".tmp", *addrFile); err != nil {
+			fatal(err)
+		}
+		if err := forward(ctx, l, *target); err != nil {
+			fatal(err)
+		}
 	case *refs != "":
 		data, err := os.ReadFile(*refs)
 		if err != nil {
