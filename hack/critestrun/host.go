@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bufio"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/berth-runtime/berth/test/hostcheck"
+)
+
+// host is what was there before the run, so that what the run left can be
+// told apart from what others have.
+type host struct {
+	work          string
+	parentExisted bool     // the default cgroup parent, /berth
+	cgroups       []string // pod and container cgroups under /berth
+	shm           []int    // System V shared memory segment ids
+}
+
+func snapshotHost(work string) *host {
+	parents, _ := filepath.Glob("/sys/fs/cgroup/*/berth")
+	return &host{work: work, parentExisted: len(parents) > 0, cgroups: berthCgroups(), shm: shmSegments(func(size, attached int) bool { return true })}
+}
+
+// berthCgroups lists the cgroups directly under /berth, in every hierarchy.
+func berthCgroups() []string {
+	var out []string
+	parents, _ := filepath.Glob("/sys/fs/cgroup/*/berth")
+	for _, p := range append(parents, "/sys/fs/cgroup/berth") {
+		entries, _ := os.ReadDir(p)
+		for _, e := range entries {
+			if e.IsDir() {
+				out = append(out, filepath.Join(p, e.Name()))
+			}
+		}
+	}
+	return out
+}
+
+// shmSegments lists the ids of the segments for which keep is true of
+// their size and number of attaches.
+func shmSegments(keep func(size, attached int) bool) []int {
+	f, err := os.Open("/proc/sysvipc/shm")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var ids []int
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		// key shmid perms size cpid lpid nattch ...; the first line is the header.
+		fields := strings.Fields(s.Text())
+		if len(fields) < 7 {
+			continue
+		}
+		id, err1 := strconv.Atoi(fields[1])
+		size, err2 := strconv.Atoi(fields[3])
+		attached, err3 := strconv.Atoi(fields[6])
+		if err1 == nil && err2 == nil && err3 == nil && keep(size, attached) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+var objectID = regexp.MustCompile(`[0-9a-f]{64}`)
+
+// ours lists the pod and container ids this berth named: its log names
+// every pod, its state dir every container it did not remove.
+func ours(b *berth) map[string]bool {
+	ids := map[string]bool{}
+	if logText, err := os.ReadFile(b.logPath()); err == nil {
+		for _, m := range regexp.MustCompile(`pod=([0-9a-f]{64})`).FindAllSubmatch(logText, -1) {
+			ids[string(m[1])] = true
+		}
+	}
+	_ = filepath.WalkDir(b.stateDir(), func(p string, d os.DirEntry, err error) error {
+		if err == nil {
+			for _, id := range objectID.FindAllString(d.Name(), -1) {
+				ids[id] = true
+			}
+		}
+		return nil
+	})
+	return ids
+}
+
+// clean reports and removes, each step whatever the one before found, what
+// the run left: processes naming the temp dir (monitors), new cgroups under
+// /berth and what runs in them, mounts under the temp dir (netns pins, shm,
+// rootfs, volumes), interfaces on the bridge, iptables rules naming the
+// subnet. It returns the number of leaks. The segments critest's HostIpc
+// specs make on the host with ipcmk and never remove are removed without
+// counting: they are not berth's.
+func (h *host) clean(log *slog.Logger, b *berth) int {
+	leaks := 0
+	leak := func(what string, args ...any) {
+		log.Error("LEAK: "+what, args...)
+		leaks++
+	}
+	for _, pid := range hostcheck.ProcsNaming(h.work) {
+		leak("process", "pid", pid, "cmdline", hostcheck.Cmdline(pid))
+		_ = unix.Kill(pid, unix.SIGKILL)
+	}
+	// A new cgroup whose id this berth never named is only reported: it may
+	// be another runtime's (a berth of hack/run on the same /berth parent).
+	named := ours(b)
+	for _, d := range berthCgroups() {
+		if slices.Contains(h.cgroups, d) {
+			continue
+		}
+		if !named[filepath.Base(d)] {
+			leak("cgroup not named by this berth (left alone; another runtime's?)", "cgroup", d)
+			continue
+		}
+		procs, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		for _, p := range strings.Fields(string(procs)) {
+			pid, _ := strconv.Atoi(p)
+			leak("process in a cgroup", "pid", pid, "cmdline", hostcheck.Cmdline(pid), "cgroup", d)
+			_ = unix.Kill(pid, unix.SIGKILL)
+		}
+		leak("cgroup", "cgroup", d)
+		for i := 0; i < 20 && os.Remove(d) != nil; i++ {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if !h.parentExisted {
+		parents, _ := filepath.Glob("/sys/fs/cgroup/*/berth")
+		for _, p := range append(parents, "/sys/fs/cgroup/berth") {
+			_ = os.Remove(p)
+		}
+	}
+	for _, m := range hostcheck.MountsUnder(h.work) {
+		leak("mount", "path", m)
+		_ = unix.Unmount(m, unix.MNT_DETACH)
+	}
+	if ports, err := os.ReadDir(filepath.Join("/sys/class/net", bridge, "brif")); err == nil {
+		for _, p := range ports {
+			leak("interface on the bridge", "bridge", bridge, "interface", p.Name())
+		}
+		if out, err := exec.Command("ip", "link", "del", bridge).CombinedOutput(); err != nil {
+			leak("bridge not deleted", "bridge", bridge, "error", strings.TrimSpace(string(out)))
+		}
+	}
+	// Bridge masquerade and portmap DNAT rules name the subnet.
+	prefix := strings.TrimSuffix(subnet, "0.0/16")
+	if rules, err := exec.Command("iptables-save").Output(); err == nil {
+		for _, r := range strings.Split(string(rules), "\n") {
+			if strings.Contains(r, prefix) {
+				leak("iptables rule", "rule", r)
+			}
+		}
+	}
+	for _, id := range shmSegments(func(size, attached int) bool { return size == 1<<20 && attached == 0 }) {
+		if !slices.Contains(h.shm, id) {
+			_, _ = unix.SysvShmCtl(id, unix.IPC_RMID, nil)
+		}
+	}
+	if len(hostcheck.MountsUnder(h.work)) > 0 {
+		leak("mounts remain: the temp dir is kept", "dir", h.work)
+	} else {
+		_ = os.RemoveAll(h.work)
+	}
+	return leaks
+}
