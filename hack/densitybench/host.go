@@ -8,13 +8,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 
-	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 
+	"github.com/berth-runtime/berth/test/hostcheck"
 	"github.com/berth-runtime/berth/test/kubehost"
 )
 
@@ -156,7 +155,7 @@ func (h *host) restore(log *slog.Logger) int {
 	}
 	// The kubelet's bind mount of its root dir onto itself (made shared)
 	// it never undoes: not counted. The state tmpfs is the run's own.
-	for _, m := range mountsUnder(h.work) {
+	for _, m := range hostcheck.MountsUnder(h.work) {
 		if !strings.HasSuffix(m, "/kubelet") && m != filepath.Join(h.work, "run") {
 			leak("mount left: unmounted", "path", m)
 		}
@@ -209,7 +208,7 @@ func (h *host) restore(log *slog.Logger) int {
 	if out, _ := exec.Command("ip", "-o", "link", "show", "master", podBridge).Output(); len(out) > 0 {
 		leak("veths left on the pod bridge", "links", string(out))
 	}
-	if len(mountsUnder(h.work)) == 0 {
+	if len(hostcheck.MountsUnder(h.work)) == 0 {
 		os.RemoveAll(h.work)
 	} else {
 		leak("mounts remain under the work dir: kept", "dir", h.work)
@@ -221,35 +220,9 @@ func (h *host) restore(log *slog.Logger) int {
 // (daemons, monitors, shims, the kubelet) or that live in a cgroup under
 // the kubelet's cgroupRoot (pause, containers).
 func procsOf(work, cgroup string) []int {
-	var pids []int
-	self := os.Getpid()
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
-		if strings.Contains(string(cmd), work) || strings.Contains(string(cg), ":"+cgroup+"/") || strings.Contains(string(cg), ":"+cgroup+"\n") {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-// mountsUnder lists mount points under dir, deepest first.
-func mountsUnder(dir string) []string {
-	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, m := range mounts {
-		out = append(out, m.Mountpoint)
-	}
-	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
-	return slices.Compact(out)
+	return hostcheck.Procs(func(cmd, cg string) bool {
+		return strings.Contains(cmd, work) || strings.Contains(cg, ":"+cgroup+"/") || strings.Contains(cg, ":"+cgroup+"\n")
+	})
 }
 
 // removeCgroupTree removes path from every hierarchy, children first,

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-runtime/berth/network"
+	"github.com/berth-runtime/berth/test/hostcheck"
 )
 
 // containerd is containerd (v2.4.2 and runc as hack/install-containerd
@@ -157,7 +158,7 @@ func (c *containerd) start(ctx context.Context, log *slog.Logger) error {
 			return fmt.Errorf("containerd exited during start-up (%v); its log: %s", c.cmd.ProcessState, filepath.Join(c.out, "containerd.log"))
 		default:
 		}
-		if err := ping(ctx, c.endpoint()); err == nil {
+		if err := hostcheck.Ping(ctx, c.endpoint()); err == nil {
 			break
 		} else if time.Now().After(deadline) {
 			return fmt.Errorf("containerd not answering on %s after 60s: %w", c.endpoint(), err)
@@ -179,7 +180,7 @@ func (c *containerd) stop(log *slog.Logger) int {
 		log.Error("containerd died during the run", "state", c.cmd.ProcessState.String())
 		leaks++
 	default:
-		leaks += removeAll(log, c.endpoint())
+		leaks += removeLeft(log, c.endpoint())
 		c.cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-c.done:

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/berth-runtime/berth/test/hostcheck"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -71,14 +72,14 @@ func kubeletBusy(endpoint string) string {
 	} else if n > 0 {
 		left = append(left, fmt.Sprintf("%d ready pod sandboxes", n))
 	}
-	if m := mountsUnder([]string{"/var/lib/kubelet/pods"}); len(m) > 0 {
+	if m := hostcheck.MountsUnder("/var/lib/kubelet/pods"); len(m) > 0 {
 		left = append(left, fmt.Sprintf("%d mounts under /var/lib/kubelet/pods (%s ...)", len(m), m[0]))
 	}
 	return strings.Join(left, ", ")
 }
 
 func readySandboxes(endpoint string) (int, error) {
-	conn, err := dial(endpoint)
+	conn, err := hostcheck.Dial(endpoint)
 	if err != nil {
 		return 0, err
 	}

@@ -13,9 +13,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 
+	"github.com/berth-runtime/berth/test/hostcheck"
 	"github.com/berth-runtime/berth/test/kubehost"
 )
 
@@ -108,7 +108,7 @@ type hostState struct {
 
 func snapshotHost() (*hostState, error) {
 	s := &hostState{sysctls: map[string]string{}, chains: map[string]bool{}, entries: map[string]bool{}, cgroups: map[string]bool{}, mounts: map[string]bool{}}
-	for _, m := range mountsUnder(kubeletHostDirs) {
+	for _, m := range hostcheck.MountsUnder(kubeletHostDirs...) {
 		s.mounts[m] = true
 	}
 	for _, k := range kubeletSysctls {
@@ -166,10 +166,10 @@ func (s *hostState) restore(log *slog.Logger, work, kubelet string) int {
 	// work dir) and the suite's kubelet if still up. The suite's services
 	// process stops the kubelet and exits a few seconds after its parent
 	// test process: give it that.
-	for deadline := time.Now().Add(15 * time.Second); len(procsNaming(work, kubelet)) > 0 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(15 * time.Second); len(suiteProcs(work, kubelet)) > 0 && time.Now().Before(deadline); {
 		time.Sleep(200 * time.Millisecond)
 	}
-	for _, pid := range procsNaming(work, kubelet) {
+	for _, pid := range suiteProcs(work, kubelet) {
 		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		leak("process left: killed", "pid", pid, "cmdline", strings.ReplaceAll(strings.TrimSpace(string(cmd)), "\x00", " "))
 		syscall.Kill(pid, syscall.SIGKILL)
@@ -177,7 +177,7 @@ func (s *hostState) restore(log *slog.Logger, work, kubelet string) int {
 	// Mounts under the kubelet's dirs and the work dir (volumes, pod rootfs),
 	// deepest first. The kubelet's bind mount of its root dir onto itself
 	// (made shared for mount propagation) it never undoes: not counted.
-	for _, m := range mountsUnder(append(slices.Clone(kubeletHostDirs), work)) {
+	for _, m := range hostcheck.MountsUnder(append(slices.Clone(kubeletHostDirs), work)...) {
 		if s.mounts[m] {
 			continue
 		}
@@ -236,7 +236,7 @@ func (s *hostState) restore(log *slog.Logger, work, kubelet string) int {
 			}
 		}
 	}
-	if len(mountsUnder([]string{work})) == 0 {
+	if len(hostcheck.MountsUnder(work)) == 0 {
 		os.RemoveAll(work)
 	} else {
 		leak("mounts remain under the work dir: kept", "dir", work)
@@ -244,47 +244,12 @@ func (s *hostState) restore(log *slog.Logger, work, kubelet string) int {
 	return leaks
 }
 
-// procsNaming lists processes whose command line contains work, and the
+// suiteProcs lists processes whose command line contains work, and the
 // kubelet binary given running on the suite's root dir (the lock is held:
 // no other test runs that one there; a kind node's kubelet is another binary).
-func procsNaming(work, kubelet string) []int {
-	var pids []int
-	self := os.Getpid()
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if err != nil || len(cmd) == 0 {
-			continue
-		}
-		argv0, _, _ := strings.Cut(string(cmd), "\x00")
-		if strings.Contains(string(cmd), work) || argv0 == kubelet && strings.Contains(string(cmd), "\x00--root-dir\x00/var/lib/kubelet\x00") {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-// mountsUnder lists mount points at or under any of dirs, deepest first.
-func mountsUnder(dirs []string) []string {
-	mounts, err := mountinfo.GetMounts(func(m *mountinfo.Info) (skip, stop bool) {
-		for _, d := range dirs {
-			if m.Mountpoint == d || strings.HasPrefix(m.Mountpoint, d+"/") {
-				return false, false
-			}
-		}
-		return true, false
+func suiteProcs(work, kubelet string) []int {
+	return hostcheck.Procs(func(cmd, _ string) bool {
+		argv0, _, _ := strings.Cut(cmd, "\x00")
+		return strings.Contains(cmd, work) || argv0 == kubelet && strings.Contains(cmd, "\x00--root-dir\x00/var/lib/kubelet\x00")
 	})
-	if err != nil {
-		return nil
-	}
-	out := make([]string, 0, len(mounts))
-	for _, m := range mounts {
-		out = append(out, m.Mountpoint)
-	}
-	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
-	return slices.Compact(out)
 }

@@ -12,9 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"github.com/berth-runtime/berth/test/hostcheck"
 )
 
 // runtime is the CRI runtime the suite's kubelet talks to.
@@ -36,7 +34,7 @@ type runtime interface {
 type external struct{ ep string }
 
 func (e *external) name() string                                    { return "runtime at " + e.ep }
-func (e *external) start(ctx context.Context, _ *slog.Logger) error { return ping(ctx, e.ep) }
+func (e *external) start(ctx context.Context, _ *slog.Logger) error { return hostcheck.Ping(ctx, e.ep) }
 func (e *external) endpoint() string                                { return e.ep }
 func (e *external) links() []string                                 { return nil }
 func (e *external) natPrefixes() []string                           { return nil }
@@ -135,7 +133,7 @@ func (b *berth) start(ctx context.Context, log *slog.Logger) error {
 			return fmt.Errorf("berth exited during start-up (%v); its log: %s", b.cmd.ProcessState, filepath.Join(b.out, "berth.log"))
 		default:
 		}
-		if err := ping(ctx, b.endpoint()); err == nil {
+		if err := hostcheck.Ping(ctx, b.endpoint()); err == nil {
 			break
 		} else if time.Now().After(deadline) {
 			return fmt.Errorf("berth not answering on %s after 30s: %w", b.endpoint(), err)
@@ -158,7 +156,7 @@ func (b *berth) stop(log *slog.Logger) int {
 		return 1
 	default:
 	}
-	leaks += removeAll(log, b.endpoint())
+	leaks += removeLeft(log, b.endpoint())
 	b.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-b.done:
@@ -170,52 +168,12 @@ func (b *berth) stop(log *slog.Logger) int {
 	return leaks
 }
 
-func dial(endpoint string) (*grpc.ClientConn, error) {
-	return grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
-}
-
-func ping(ctx context.Context, endpoint string) error {
-	conn, err := dial(endpoint)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	_, err = runtimeapi.NewRuntimeServiceClient(conn).Version(ctx, &runtimeapi.VersionRequest{})
-	return err
-}
-
-// removeAll stops and removes every pod sandbox left: the kubelet, stopped
-// by now, removes the sandboxes of deleted pods only in its periodic
-// garbage collection, so some are always left. A removal that fails is a leak.
-func removeAll(log *slog.Logger, endpoint string) int {
-	conn, err := dial(endpoint)
-	if err != nil {
-		log.Error("connect to the runtime for cleanup", "error", err)
-		return 1
-	}
-	defer conn.Close()
-	rt := runtimeapi.NewRuntimeServiceClient(conn)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	resp, err := rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
-	if err != nil {
-		log.Error("list pod sandboxes for cleanup", "error", err)
-		return 1
-	}
-	leaks := 0
-	for _, p := range resp.Items {
-		if _, err := rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.Id}); err != nil {
-			log.Error("LEAK: stop pod sandbox", "id", p.Id, "error", err)
-			leaks++
-			continue
-		}
-		if _, err := rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.Id}); err != nil {
-			log.Error("LEAK: remove pod sandbox", "id", p.Id, "error", err)
-			leaks++
-		}
-	}
-	log.Info("pod sandboxes the kubelet had not collected: removed", "count", len(resp.Items))
-	return leaks
+// removeLeft removes every container and pod sandbox left: the kubelet,
+// stopped by now, removes the sandboxes of deleted pods only in its
+// periodic garbage collection, so some are always left. A removal that
+// fails is a leak.
+func removeLeft(log *slog.Logger, endpoint string) int {
+	found, failed := hostcheck.RemovePods(context.Background(), log, endpoint)
+	log.Info("containers and pod sandboxes the kubelet had not collected: removed", "count", found-failed)
+	return failed
 }

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/berth-runtime/berth/test/kubehost"
 )
 
