@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/berth-runtime/berth/internal/faultpoint"
 )
 
 // A layer's files must be on disk before a record that survives a power
@@ -248,6 +250,9 @@ func (s *Service) flushLayers(recs []*layerRecord) {
 	if err := fsyncPath(s.layerDir); err != nil {
 		s.log.Error("flush layers", "layers", len(walked), "error", err)
 		return
+	}
+	if len(walked) > 0 {
+		s.faults.Hit(faultpoint.PullLayerFlushing, walked[0].ChainID)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

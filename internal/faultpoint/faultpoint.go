@@ -120,6 +120,10 @@ const (
 	// undoes what the first one left (not in All: they need a first).
 	RecoverPodReleased = "Recover/pod-released"     // a half-made pod's network and pause released, not purged
 	RecoverCtrKilled   = "Recover/container-killed" // a half-made container killed in its monitor, not released
+
+	// After PullImage has answered (not in All: the crash matrix expects
+	// no image after a crash inside a pull).
+	PullLayerFlushing = "PullImage/layer-flushing" // a published layer's files fsynced in the background, its record still pending
 )
 
 // All lists every step, for tests that go through them (a func, not a
