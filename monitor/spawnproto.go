@@ -32,6 +32,10 @@ const (
 	SpawnExec    = "exec"    // a process in the running container
 	SpawnUpdate  = "update"  // the container's cgroup resources
 	SpawnDestroy = "destroy" // what is left of an exited container
+	// SpawnJoin moves a process (Pid: pause) into a cgroup (Cgroup, an
+	// OCI cgroupsPath, and CgroupPaths, its directories) through the
+	// cgroup driver: with systemd, a scope started over D-Bus.
+	SpawnJoin = "join"
 )
 
 // SpawnRequest is one helper run.
@@ -53,6 +57,10 @@ type SpawnRequest struct {
 	Height uint16   `json:"height,omitempty"`
 	// Spec replaces Dir's spec (update: the spec with the new resources).
 	Spec *specs.Spec `json:"spec,omitempty"`
+	// Pid, Cgroup and CgroupPaths: SpawnJoin's process and cgroup.
+	Pid         int               `json:"pid,omitempty"`
+	Cgroup      string            `json:"cgroup,omitempty"`
+	CgroupPaths map[string]string `json:"cgroupPaths,omitempty"`
 }
 
 // SpawnResult is the helper's answer.

@@ -16,7 +16,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-runtime/berth/internal/cgroup"
 	"github.com/berth-runtime/berth/monitor"
 	"github.com/berth-runtime/berth/monitor/monitord"
 )
@@ -30,7 +29,7 @@ func main() {
 	pod := fs.String("pod", "", "pod sandbox id")
 	sock := fs.String("socket", "", "unix socket to serve")
 	root := fs.String("root", "", "libcontainer state root")
-	driver := fs.String("cgroup-driver", string(cgroup.Cgroupfs), "cgroup driver: cgroupfs or systemd")
+	driver := fs.String("cgroup-driver", "cgroupfs", "cgroup driver: cgroupfs or systemd")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
 	}
@@ -46,13 +45,22 @@ func main() {
 		report("berth-monitor: --pod, --socket and --root are required")
 		os.Exit(2)
 	}
-	cgroups, err := cgroup.ParseDriver(*driver)
-	if err == nil {
-		err = cgroups.DirectToSystemd()
-	}
-	if err != nil {
-		report("berth-monitor: " + err.Error())
+	// The driver by name only: the cgroup library (and its D-Bus client)
+	// is the helper's, linked there, not in a process every pod keeps.
+	var systemd bool
+	switch *driver {
+	case "", "cgroupfs":
+	case "systemd":
+		systemd = true
+	default:
+		report(fmt.Sprintf("berth-monitor: unknown cgroup driver %q (cgroupfs or systemd)", *driver))
 		os.Exit(2)
+	}
+	helperEnv := os.Environ()
+	if systemd {
+		// The helpers talk to systemd on its private socket, not through
+		// dbus-daemon (internal/cgroup's Driver.DirectToSystemd says why).
+		helperEnv = append(helperEnv, "DBUS_SYSTEM_BUS_ADDRESS=none:")
 	}
 	helper, err := findHelper()
 	if err != nil {
@@ -78,7 +86,7 @@ func main() {
 		report(fmt.Sprintf("listen %s: %v", *sock, err))
 		os.Exit(1)
 	}
-	srv := monitord.New(monitord.Options{Pod: *pod, Root: *root, Cgroups: cgroups, Helper: helper, HelperEnv: os.Environ(), Log: log})
+	srv := monitord.New(monitord.Options{Pod: *pod, Root: *root, Systemd: systemd, Helper: helper, HelperEnv: helperEnv, Log: log})
 	report("ok")
 	log.Info("monitor serving", "socket", *sock, "pid", os.Getpid(), "helper", helper)
 	if err := srv.Serve(l); err != nil {

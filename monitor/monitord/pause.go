@@ -12,7 +12,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-runtime/berth/internal/cgroup"
 	"github.com/berth-runtime/berth/monitor"
 )
 
@@ -51,7 +50,7 @@ func (s *Server) runPause(r *monitor.PauseRequest) *monitor.Response {
 	p := &pauseProc{dir: r.Dir, exited: make(chan struct{})}
 	s.pause = p
 	s.mu.Unlock()
-	if err := p.start(r, s.cgroups); err != nil {
+	if err := p.start(r, s); err != nil {
 		s.mu.Lock()
 		if s.pause == p {
 			s.pause = nil
@@ -68,7 +67,7 @@ func (s *Server) runPause(r *monitor.PauseRequest) *monitor.Response {
 	return &monitor.Response{Pid: p.pid}
 }
 
-func (p *pauseProc) start(r *monitor.PauseRequest, driver cgroup.Driver) error {
+func (p *pauseProc) start(r *monitor.PauseRequest, s *Server) error {
 	if err := os.MkdirAll(r.Dir, 0o700); err != nil {
 		return err
 	}
@@ -89,15 +88,7 @@ func (p *pauseProc) start(r *monitor.PauseRequest, driver cgroup.Driver) error {
 		Timeout: pauseStartTimeout,
 	}
 	if r.Cgroup != "" {
-		cg, err := driver.FromSpec(r.Cgroup)
-		if err != nil {
-			return err
-		}
-		mgr, err := cg.Manager(r.CgroupPaths)
-		if err != nil {
-			return err
-		}
-		launch.Attach = mgr.Join
+		launch.Attach = func(pid int) error { return s.joinCgroup(r, pid) }
 	}
 	if r.UserNS != nil {
 		launch.Prepare = monitor.PrepareUserNS(r.UserNS)

@@ -20,16 +20,15 @@ import (
 	"os"
 	"sync"
 
-	"github.com/berth-runtime/berth/internal/cgroup"
 	"github.com/berth-runtime/berth/monitor"
 )
 
 // Server is one pod's monitor.
 type Server struct {
 	pod       string
-	root      string        // libcontainer state root
-	cgroups   cgroup.Driver // makes the pod's cgroups
-	helper    string        // the spawn helper's binary
+	root      string // libcontainer state root
+	systemd   bool   // the systemd cgroup driver: scopes made over D-Bus, by the helper
+	helper    string // the spawn helper's binary
 	helperEnv []string
 	log       *slog.Logger
 
@@ -51,8 +50,9 @@ type Server struct {
 type Options struct {
 	Pod string
 	// Root is libcontainer's state root.
-	Root    string
-	Cgroups cgroup.Driver
+	Root string
+	// Systemd is the systemd cgroup driver (else cgroupfs).
+	Systemd bool
 	// Helper is the spawn helper's binary, run with HelperEnv.
 	Helper    string
 	HelperEnv []string
@@ -61,7 +61,7 @@ type Options struct {
 
 // New returns a monitor for a pod.
 func New(o Options) *Server {
-	s := &Server{pod: o.Pod, root: o.Root, cgroups: o.Cgroups, helper: o.Helper, helperEnv: o.HelperEnv, log: o.Log,
+	s := &Server{pod: o.Pod, root: o.Root, systemd: o.Systemd, helper: o.Helper, helperEnv: o.HelperEnv, log: o.Log,
 		ctrs: map[string]*ctr{}, done: make(chan struct{}), known: map[int]bool{}, poke: make(chan struct{}, 1)}
 	go s.reapOrphans()
 	return s

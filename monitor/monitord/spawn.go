@@ -67,7 +67,7 @@ const spawnTimeout = 2 * time.Minute
 // A create or exec returns the process, held by the monitor from then on;
 // other operations return a nil child. files are the caller's to close.
 func (s *Server) spawn(r *monitor.SpawnRequest, files ...*os.File) (*child, *monitor.SpawnResult, error) {
-	r.Root, r.Systemd = s.root, s.cgroups.UseSystemd()
+	r.Root, r.Systemd = s.root, s.systemd
 	data, err := json.Marshal(r)
 	if err != nil {
 		return nil, nil, err
@@ -108,16 +108,27 @@ func (s *Server) spawn(r *monitor.SpawnRequest, files ...*os.File) (*child, *mon
 	}()
 	timer := time.AfterFunc(spawnTimeout, func() { cmd.Process.Kill() })
 	defer timer.Stop()
+	// The helper is waited for through a pidfd in the netpoller: a wait4
+	// blocked for its whole run would take an OS thread, which the
+	// monitor then keeps for good.
+	wait := func() error {
+		if fd, err := unix.PidfdOpen(cmd.Process.Pid, unix.PIDFD_NONBLOCK); err == nil {
+			f := os.NewFile(uintptr(fd), "pidfd")
+			waitPidfd(f)
+			f.Close()
+		}
+		return cmd.Wait()
+	}
 	out, _ := io.ReadAll(io.LimitReader(resR, 1<<20))
 	res := &monitor.SpawnResult{}
 	if err := json.Unmarshal(out, res); err != nil || (res.Error == "" && (r.Op == monitor.SpawnCreate || r.Op == monitor.SpawnExec) && res.Pid <= 0) {
 		ackW.Close()
-		werr := cmd.Wait()
+		werr := wait()
 		return nil, nil, fmt.Errorf("container %s: %s %s: the helper ended without an answer (%v)", r.ID, s.helper, r.Op, werr)
 	}
 	if res.Error != "" {
 		ackW.Close()
-		cmd.Wait()
+		wait()
 		return nil, nil, errors.New(res.Error)
 	}
 	var ch *child
@@ -127,7 +138,7 @@ func (s *Server) spawn(r *monitor.SpawnRequest, files ...*os.File) (*child, *mon
 			// Gone already is still the helper's unreaped child: after
 			// the helper it is ours, and reaped by the orphan reaper.
 			ackW.Close()
-			cmd.Wait()
+			wait()
 			return nil, nil, fmt.Errorf("container %s: pidfd of %d: %w", r.ID, res.Pid, err)
 		}
 		ch = &child{pid: res.Pid, pidfd: os.NewFile(uintptr(fd), "pidfd")}
@@ -136,7 +147,7 @@ func (s *Server) spawn(r *monitor.SpawnRequest, files ...*os.File) (*child, *mon
 		s.reap.Unlock()
 	}
 	ackW.Close()
-	if err := cmd.Wait(); err != nil && ch != nil {
+	if err := wait(); err != nil && ch != nil {
 		// Killed after its answer: the process runs all the same, and is
 		// ours now.
 		s.log.Warn("spawn helper failed after its answer", "container", r.ID, "op", r.Op, "error", err)
@@ -220,18 +231,19 @@ func exitedChild() int {
 
 // releaseInit lets a created container's process run: libcontainer's
 // init waits, blocked opening its exec fifo for writing, until the fifo
-// is opened for reading, and is then read its one byte. exited is closed
-// if the process dies meanwhile.
+// is opened for reading, and is then read its one byte. The fifo is
+// opened without blocking and read in the netpoller (a blocked open would
+// take an OS thread, which the monitor then keeps). exited is closed if
+// the process dies meanwhile.
 func releaseInit(fifo string, exited <-chan struct{}) error {
+	f, err := os.OpenFile(fifo, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return fmt.Errorf("exec fifo: %w", err)
+	}
+	defer f.Close()
 	done := make(chan error, 1)
 	go func() {
-		f, err := os.OpenFile(fifo, os.O_RDONLY, 0)
-		if err != nil {
-			done <- fmt.Errorf("exec fifo: %w", err)
-			return
-		}
-		defer f.Close()
-		data, err := io.ReadAll(f)
+		data, err := readFifo(f)
 		switch {
 		case err != nil:
 		case len(data) == 0:
@@ -247,12 +259,50 @@ func releaseInit(fifo string, exited <-chan struct{}) error {
 	case err := <-done:
 		return err
 	case <-exited:
-		// The blocked open above needs a writer to return.
-		if w, err := os.OpenFile(fifo, os.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
-			w.Close()
-		}
+		f.SetReadDeadline(time.Now())
 		<-done
 		return errNotRunning
+	}
+}
+
+// readFifo reads a fifo opened without blocking until its writer has
+// written and closed it. A read finds no writer (0 bytes) before the
+// writer opens it too; poll tells that from the end only once a writer
+// was there (POLLHUP).
+func readFifo(f *os.File) ([]byte, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var data []byte
+	buf := make([]byte, 64)
+	for {
+		var n int
+		var rerr error
+		err := rc.Read(func(fd uintptr) bool {
+			n, rerr = unix.Read(int(fd), buf)
+			if rerr == unix.EAGAIN {
+				return false
+			}
+			if rerr == nil && n == 0 {
+				pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+				if k, _ := unix.Poll(pfd, 0); k <= 0 || pfd[0].Revents&unix.POLLHUP == 0 {
+					return false // no writer yet
+				}
+			}
+			return true
+		})
+		switch {
+		case err != nil:
+			return data, err
+		case rerr == unix.EINTR:
+		case rerr != nil:
+			return data, rerr
+		case n == 0:
+			return data, nil
+		default:
+			data = append(data, buf[:n]...)
+		}
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/opencontainers/runc/libcontainer/specconv"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/berth-runtime/berth/internal/cgroup"
 	"github.com/berth-runtime/berth/internal/faultpoint"
 	"github.com/berth-runtime/berth/monitor"
 )
@@ -74,6 +75,8 @@ func run(r *monitor.SpawnRequest, fault *faultpoint.Point) *monitor.SpawnResult 
 		return fail(errors.New("no state root or id"))
 	}
 	switch r.Op {
+	case monitor.SpawnJoin:
+		return join(r)
 	case monitor.SpawnDestroy:
 		c, err := libcontainer.Load(r.Root, r.ID)
 		if errors.Is(err, libcontainer.ErrNotExist) {
@@ -124,6 +127,25 @@ func run(r *monitor.SpawnRequest, fault *faultpoint.Point) *monitor.SpawnResult 
 		return &monitor.SpawnResult{}
 	}
 	return fail(fmt.Errorf("unknown operation %q", r.Op))
+}
+
+// join moves r.Pid into r.Cgroup with the monitor's driver.
+func join(r *monitor.SpawnRequest) *monitor.SpawnResult {
+	driver := cgroup.Cgroupfs
+	if r.Systemd {
+		driver = cgroup.Systemd
+	}
+	cg, err := driver.FromSpec(r.Cgroup)
+	if err == nil {
+		var mgr *cgroup.Manager
+		if mgr, err = cg.Manager(r.CgroupPaths); err == nil {
+			err = mgr.Join(r.Pid)
+		}
+	}
+	if err != nil {
+		return &monitor.SpawnResult{Error: fmt.Sprintf("pod %s: %v", r.ID, err)}
+	}
+	return &monitor.SpawnResult{}
 }
 
 func readSpec(dir string) (*specs.Spec, error) {
