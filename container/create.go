@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/berth-runtime/berth/internal/cgprime"
 	"github.com/berth-runtime/berth/internal/faultpoint"
 	"github.com/berth-runtime/berth/internal/reserve"
+	"github.com/berth-runtime/berth/internal/tracing"
 	"github.com/berth-runtime/berth/monitor"
 )
 
@@ -98,6 +101,11 @@ func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runt
 		}
 	}()
 
+	if !sandbox {
+		// On the call's span: the server learns the id only once the
+		// create returns.
+		trace.SpanFromContext(ctx).SetAttributes(tracing.ContainerID.String(id))
+	}
 	reserve.Step(ctx, "image lease")
 	img, err := s.opts.Images.Lease(ctx, id, cfg.GetImage().GetImage())
 	if sandbox && errors.Is(err, ErrNotFound) {
@@ -174,7 +182,10 @@ func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runt
 		return nil, fmt.Errorf("container %s: %w", id, err)
 	}
 	reserve.Step(ctx, "rootfs mount")
-	if err := mountRootfs(id, img.LowerDirs, upper, rootfs, idm); err != nil {
+	_, span := s.opts.Tracer.Start(ctx, "rootfs mount", trace.WithAttributes(attribute.Int("layers", len(img.LowerDirs))))
+	err = mountRootfs(id, img.LowerDirs, upper, rootfs, idm)
+	tracing.End(span, err)
+	if err != nil {
 		return nil, err
 	}
 	if !sandbox {
@@ -203,7 +214,9 @@ func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runt
 			s.log.Warn("CDI devices ignored: CDI is off (enable_cdi = false)", "container", id, "devices", names)
 		}
 	}
+	_, span = s.opts.Tracer.Start(ctx, "OCI spec")
 	oci, err := spec.Build(in)
+	tracing.End(span, err)
 	if err != nil {
 		if spec.IsInvalid(err) {
 			return nil, fmt.Errorf("%w: container %s: %w", ErrInvalid, id, err)
@@ -238,9 +251,13 @@ func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runt
 
 	reserve.Step(ctx, "monitor create (libcontainer)")
 	mon := s.existingMonitor(pod.ID)
+	// The monitor has berth-spawn run libcontainer's create: the span is
+	// the whole round trip, the helper's exec included.
+	_, span = s.opts.Tracer.Start(ctx, "libcontainer create")
 	resp, err := mon.client.Call(ctx, &monitor.Request{Op: monitor.OpCreate, ID: id, Create: &monitor.CreateRequest{
 		Dir: dir, LogPath: rec.LogPath, Stdin: cfg.GetStdin(), StdinOnce: cfg.GetStdinOnce(),
 	}})
+	tracing.End(span, err)
 	if err != nil {
 		if errors.Is(err, monitor.ErrUnreachable) {
 			return nil, fmt.Errorf("%w: container %s: the monitor of pod %s is gone: %w", ErrState, id, pod.ID, err)

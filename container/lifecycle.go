@@ -12,6 +12,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-runtime/berth/internal/faultpoint"
+	"github.com/berth-runtime/berth/internal/tracing"
 	"github.com/berth-runtime/berth/monitor"
 )
 
@@ -135,7 +136,9 @@ func (s *Service) start(ctx context.Context, c *ctr) error {
 	if !rec.Sandbox {
 		s.opts.Faults.Hit(faultpoint.StartBefore, rec.ID)
 	}
+	_, span := s.opts.Tracer.Start(ctx, "libcontainer start")
 	_, err := mon.client.Call(ctx, &monitor.Request{Op: monitor.OpStart, ID: rec.ID})
+	tracing.End(span, err)
 	if err == nil && !rec.Sandbox {
 		s.opts.Faults.Hit(faultpoint.StartStarted, rec.ID)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/berth-runtime/berth/container/spec"
 	"github.com/berth-runtime/berth/internal/faultpoint"
+	"github.com/berth-runtime/berth/internal/tracing"
 	"github.com/berth-runtime/berth/monitor"
 )
 
@@ -47,7 +48,9 @@ type PauseSpec struct {
 // with StopPod and RemovePod.
 func (s *Service) StartPause(ctx context.Context, ps *PauseSpec) (int, error) {
 	podID := ps.Pod.ID
+	_, span := s.opts.Tracer.Start(ctx, "monitor start")
 	m, err := s.startMonitor(ctx, podID)
+	tracing.End(span, err)
 	if err != nil {
 		return 0, err
 	}
@@ -59,11 +62,13 @@ func (s *Service) StartPause(ctx context.Context, ps *PauseSpec) (int, error) {
 		pid, err = s.startPauseContainer(ctx, ps)
 	} else {
 		var resp *monitor.Response
+		_, span := s.opts.Tracer.Start(ctx, "pause run")
 		resp, err = m.client.Call(ctx, &monitor.Request{Op: monitor.OpRunPause, ID: podID, Pause: &monitor.PauseRequest{
 			Args: ps.Args, Env: ps.Env, NetNS: ps.Pod.NetNSPath,
 			NewIPC: ps.NewIPC, NewUTS: ps.NewUTS, NewPID: ps.NewPID, UserNS: ps.UserNS,
 			Cgroup: ps.Cgroup, CgroupPaths: ps.CgroupPaths, Dir: m.paths.Dir,
 		}})
+		tracing.End(span, err)
 		if err == nil {
 			pid = resp.Pid
 		}

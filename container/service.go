@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-runtime/berth/container/spec"
@@ -25,6 +26,7 @@ import (
 	"github.com/berth-runtime/berth/internal/idindex"
 	"github.com/berth-runtime/berth/internal/reserve"
 	"github.com/berth-runtime/berth/internal/store"
+	"github.com/berth-runtime/berth/internal/tracing"
 	"github.com/berth-runtime/berth/monitor"
 	"github.com/berth-runtime/berth/nri"
 )
@@ -98,6 +100,9 @@ type Options struct {
 	// CDI gives containers the CDI devices their configs name; nil is
 	// CDI turned off: the names are ignored.
 	CDI spec.CDI
+	// Tracer makes the spans of a container's steps (rootfs, monitor,
+	// libcontainer); nil makes none.
+	Tracer trace.Tracer
 	// CreateTimeout bounds one CreateContainer, which goes on after its
 	// caller gave up so that a retry finds the container (default 4m, the
 	// kubelet's runtime request timeout is 2m).
@@ -145,6 +150,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	if opts.Host == nil {
 		opts.Host = spec.SystemHost{}
 	}
+	opts.Tracer = tracing.OrOff(opts.Tracer)
 	s := &Service{
 		opts:     opts,
 		log:      opts.Logger.With("component", "container"),

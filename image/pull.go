@@ -18,9 +18,12 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/berth-runtime/berth/internal/faultpoint"
+	"github.com/berth-runtime/berth/internal/tracing"
 )
 
 const userAgent = "berth"
@@ -54,6 +57,10 @@ func (s *Service) Pull(ctx context.Context, refStr string, auth *AuthConfig) (st
 
 // pull is one run of Pull.
 func (s *Service) pull(ctx context.Context, ref Reference, auth *AuthConfig) (id string, err error) {
+	// The first caller's trace gets the spans of a pull that several
+	// share: the tracer comes with its context.
+	ctx, span := tracing.FromContext(ctx).Start(ctx, "image pull", trace.WithAttributes(tracing.Image.String(ref.String())))
+	defer func() { tracing.End(span, err) }()
 	t := s.trackPull(ref.String())
 	stop := make(chan struct{})
 	go s.logProgress(t, stop)
@@ -169,7 +176,10 @@ func (s *Service) pullFrom(ctx context.Context, ref Reference, ep endpoint, pinn
 	if err != nil {
 		return "", err
 	}
-	p, err := s.resolve(ctx, puller, gref.String(), ref, ep)
+	tracer := tracing.FromContext(ctx)
+	rctx, span := tracer.Start(ctx, "image manifest", trace.WithAttributes(attribute.String("endpoint", ep.String())))
+	p, err := s.resolve(rctx, puller, gref.String(), ref, ep)
+	tracing.End(span, err)
 	if err != nil {
 		return "", err
 	}
@@ -188,7 +198,13 @@ func (s *Service) pullFrom(ctx context.Context, ref Reference, ep endpoint, pinn
 		if s.hasLayer(l.ChainID) {
 			continue
 		}
-		g.Go(func() error { return s.fetchLayer(gctx, blobs, l) })
+		g.Go(func() error {
+			ctx, span := tracer.Start(gctx, "layer fetch and unpack", trace.WithAttributes(
+				attribute.String("layer", l.Digest), attribute.Int64("size", l.Size)))
+			err := s.fetchLayer(ctx, blobs, l)
+			tracing.End(span, err)
+			return err
+		})
 	}
 	if err := g.Wait(); err != nil {
 		return "", err

@@ -11,12 +11,15 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/berth-runtime/berth/internal/cgroup"
 	"github.com/berth-runtime/berth/internal/events"
 	"github.com/berth-runtime/berth/internal/faultpoint"
 	"github.com/berth-runtime/berth/internal/idindex"
 	"github.com/berth-runtime/berth/internal/reserve"
 	"github.com/berth-runtime/berth/internal/store"
+	"github.com/berth-runtime/berth/internal/tracing"
 	"github.com/berth-runtime/berth/network"
 	"github.com/berth-runtime/berth/nri"
 )
@@ -64,6 +67,9 @@ type Options struct {
 	// Faults hangs a call at a named step for crash tests; nil in
 	// production.
 	Faults *faultpoint.Point
+	// Tracer makes the spans of a pod's steps (netns, CNI, pause); nil
+	// makes none.
+	Tracer trace.Tracer
 	hosts  hostSource // tests only
 }
 
@@ -113,6 +119,7 @@ func New(ctx context.Context, opts Options) (*Manager, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	opts.Tracer = tracing.OrOff(opts.Tracer)
 	if opts.hosts == (hostSource{}) {
 		opts.hosts = defaultHostSource
 	}

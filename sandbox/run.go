@@ -9,12 +9,14 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-runtime/berth/internal/cgprime"
 	"github.com/berth-runtime/berth/internal/faultpoint"
 	"github.com/berth-runtime/berth/internal/reserve"
+	"github.com/berth-runtime/berth/internal/tracing"
 	"github.com/berth-runtime/berth/network"
 )
 
@@ -31,6 +33,8 @@ func (m *Manager) Run(ctx context.Context, cfg *runtimeapi.PodSandboxConfig, han
 
 func (m *Manager) run(ctx context.Context, id string, cfg *runtimeapi.PodSandboxConfig, handler string) error {
 	start := time.Now()
+	// On the call's span: the server learns the id only once Run returns.
+	trace.SpanFromContext(ctx).SetAttributes(tracing.PodID.String(id))
 	hostNet, hostPID, hostIPC := namespaces(cfg)
 	if userNamespace(cfg) != nil && (hostNet || hostPID || hostIPC) {
 		return fmt.Errorf("pod %s: %w: a pod in its own user namespace cannot share the node's network, PID or IPC namespace", id, ErrInvalid)
@@ -115,15 +119,19 @@ func (m *Manager) create(ctx context.Context, p *pod, cg *podCgroup, hostNet, ho
 	cgprime.Prime()
 	t := time.Now()
 	reserve.Step(ctx, "pod files")
+	_, span := m.opts.Tracer.Start(ctx, "pod files")
 	files := podFiles{dir: p.rec.Dir}
 	if err := files.write(m.opts.hosts, p.rec.Hostname, hostNet, cfg.GetDnsConfig(), nil); err != nil {
+		tracing.End(span, err)
 		return fmt.Errorf("pod %s: %w", id, err)
 	}
 	if !hostIPC {
 		if err := files.mountShm(); err != nil {
+			tracing.End(span, err)
 			return fmt.Errorf("pod %s: %w", id, err)
 		}
 	}
+	span.End()
 	var (
 		wg     sync.WaitGroup
 		netRes *network.Result
@@ -137,7 +145,9 @@ func (m *Manager) create(ctx context.Context, p *pod, cg *podCgroup, hostNet, ho
 	// setupNet runs CNI ADD once the pod's netns is pinned.
 	setupNet := func() {
 		t := time.Now()
+		ctx, span := m.opts.Tracer.Start(ctx, "CNI ADD")
 		netRes, netErr = m.net.Setup(ctx, networkPod(&p.rec, cfg))
+		tracing.End(span, netErr)
 		steps.cni = time.Since(t)
 		if netErr == nil {
 			m.opts.Faults.Hit(faultpoint.RunCNIAdded, id)
@@ -146,7 +156,10 @@ func (m *Manager) create(ctx context.Context, p *pod, cg *podCgroup, hostNet, ho
 	if !hostNet && userNS == nil {
 		t = time.Now()
 		reserve.Step(ctx, "netns")
-		if _, err := m.netns.Create(ctx, id); err != nil {
+		_, span := m.opts.Tracer.Start(ctx, "netns create")
+		_, err := m.netns.Create(ctx, id)
+		tracing.End(span, err)
+		if err != nil {
 			return err
 		}
 		steps.netns = time.Since(t)
@@ -183,11 +196,16 @@ func (m *Manager) create(ctx context.Context, p *pod, cg *podCgroup, hostNet, ho
 	}
 	t = time.Now()
 	reserve.Step(ctx, "pause start (CNI ADD beside it)")
-	proc, pauseErr := m.pause.Start(ctx, spec)
+	pctx, span := m.opts.Tracer.Start(ctx, "pause start")
+	proc, pauseErr := m.pause.Start(pctx, spec)
+	tracing.End(span, pauseErr)
 	steps.pause = time.Since(t)
 	if userNS != nil && !hostNet && pauseErr == nil {
 		t = time.Now()
-		if _, err := m.netns.Adopt(ctx, id, proc.Pid()); err != nil {
+		_, span := m.opts.Tracer.Start(ctx, "netns adopt")
+		_, err := m.netns.Adopt(ctx, id, proc.Pid())
+		tracing.End(span, err)
+		if err != nil {
 			pauseErr = fmt.Errorf("pod %s: %w", id, err)
 		} else {
 			steps.netns = time.Since(t)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/berth-runtime/berth/internal/deadline"
 	"github.com/berth-runtime/berth/internal/faultpoint"
+	"github.com/berth-runtime/berth/internal/tracing"
 )
 
 // Stop stops a pod's containers and pause, detaches it from the network
@@ -191,7 +192,9 @@ func (m *Manager) startDel(ctx context.Context, p *pod, rec *Record, cfg *runtim
 		defer cancel()
 		defer close(d.done)
 		m.opts.Faults.Hit(faultpoint.StopBeforeCNIDel, id)
+		cniCtx, span := m.opts.Tracer.Start(cniCtx, "CNI DEL")
 		d.err = m.net.Teardown(cniCtx, pod)
+		tracing.End(span, d.err)
 		d.dur = time.Since(d.start)
 	}()
 	return d

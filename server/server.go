@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/berth-runtime/berth/internal/config"
 	"github.com/berth-runtime/berth/internal/events"
+	"github.com/berth-runtime/berth/internal/tracing"
 	"github.com/berth-runtime/berth/network"
 )
 
@@ -51,6 +54,10 @@ type Options struct {
 	// per handler; without it RunPodSandbox refuses such a pod.
 	UserNamespaces bool
 
+	// GRPCOptions are more options of the gRPC server: the tracing's
+	// instrumentation (internal/tracing), which makes each call's span.
+	GRPCOptions []grpc.ServerOption
+
 	// DebugPanicMethod, if set, makes every call of the named RPC (e.g.
 	// "ListImages") panic, so that tests can check that a panicking handler
 	// cannot take the daemon down.
@@ -76,6 +83,7 @@ type Server struct {
 	log          *slog.Logger
 	metrics      *Metrics
 	panicMethod  string
+	grpcOpts     []grpc.ServerOption
 	// rro: recursive read-only mounts work on this kernel (Status reports it).
 	rro bool
 	// userns: pods may have their own user namespace (Options).
@@ -111,6 +119,7 @@ func New(opts Options) (*Server, error) {
 		log:          opts.Logger,
 		metrics:      opts.Metrics,
 		panicMethod:  opts.DebugPanicMethod,
+		grpcOpts:     opts.GRPCOptions,
 		rro:          kernelHasMountSetattr(),
 		userns:       opts.UserNamespaces,
 	}, nil
@@ -124,12 +133,12 @@ func (s *Server) GRPCServer() *grpc.Server {
 	if s.panicMethod != "" {
 		unary = append(unary, panicUnary(s.panicMethod))
 	}
-	g := grpc.NewServer(
+	g := grpc.NewServer(append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(maxMsgSize),
 		grpc.MaxSendMsgSize(maxMsgSize),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
-	)
+	}, s.grpcOpts...)...)
 	runtimeapi.RegisterRuntimeServiceServer(g, s)
 	runtimeapi.RegisterImageServiceServer(g, s)
 	return g
@@ -142,7 +151,45 @@ func (s *Server) observeUnary(ctx context.Context, req any, info *grpc.UnaryServ
 	start := time.Now()
 	resp, err := handler(ctx, req)
 	s.observe(ctx, info.FullMethod, req, start, err)
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(spanAttrs(req, resp)...)
+	}
 	return resp, err
+}
+
+// spanAttrs are what a call was about, for its span: the ids it names or
+// made, and the Kubernetes names where the request has them.
+func spanAttrs(req, resp any) []attribute.KeyValue {
+	var attrs []attribute.KeyValue
+	if r, ok := req.(interface{ GetPodSandboxId() string }); ok && r.GetPodSandboxId() != "" {
+		attrs = append(attrs, tracing.PodID.String(r.GetPodSandboxId()))
+	}
+	if r, ok := req.(interface{ GetContainerId() string }); ok && r.GetContainerId() != "" {
+		attrs = append(attrs, tracing.ContainerID.String(r.GetContainerId()))
+	}
+	var pod *runtimeapi.PodSandboxMetadata
+	switch r := req.(type) {
+	case *runtimeapi.RunPodSandboxRequest:
+		pod = r.GetConfig().GetMetadata()
+	case *runtimeapi.CreateContainerRequest:
+		pod = r.GetSandboxConfig().GetMetadata()
+		attrs = append(attrs, tracing.ContainerName.String(r.GetConfig().GetMetadata().GetName()),
+			tracing.Image.String(r.GetConfig().GetImage().GetImage()))
+	case *runtimeapi.PullImageRequest:
+		pod = r.GetSandboxConfig().GetMetadata()
+		attrs = append(attrs, tracing.Image.String(r.GetImage().GetImage()))
+	}
+	if pod != nil {
+		attrs = append(attrs, tracing.PodName.String(pod.GetName()), tracing.PodNamespace.String(pod.GetNamespace()),
+			tracing.PodUID.String(pod.GetUid()))
+	}
+	switch r := resp.(type) {
+	case *runtimeapi.RunPodSandboxResponse:
+		attrs = append(attrs, tracing.PodID.String(r.GetPodSandboxId()))
+	case *runtimeapi.CreateContainerResponse:
+		attrs = append(attrs, tracing.ContainerID.String(r.GetContainerId()))
+	}
+	return attrs
 }
 
 func (s *Server) observeStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {

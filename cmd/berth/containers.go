@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/berth-runtime/berth/container"
 	"github.com/berth-runtime/berth/container/spec"
 	"github.com/berth-runtime/berth/image"
@@ -22,8 +24,9 @@ import (
 // newContainers builds the container service on top of the pod and image
 // services. It reattaches to the monitors of the previous run before it
 // returns.
-func newContainers(ctx context.Context, cfg *config.Config, pods container.Pods, images *image.Service, bus *events.Bus, n *nri.NRI, log *slog.Logger, faults *faultpoint.Point) (*container.Service, error) {
+func newContainers(ctx context.Context, cfg *config.Config, pods container.Pods, images *image.Service, bus *events.Bus, n *nri.NRI, log *slog.Logger, faults *faultpoint.Point, tracer trace.Tracer) (*container.Service, error) {
 	return container.New(ctx, container.Options{
+		Tracer: tracer,
 		Root:   cfg.Root,
 		State:  cfg.State,
 		Pods:   pods,

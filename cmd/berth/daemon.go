@@ -22,6 +22,7 @@ import (
 	"github.com/berth-runtime/berth/internal/config"
 	"github.com/berth-runtime/berth/internal/events"
 	"github.com/berth-runtime/berth/internal/faultpoint"
+	"github.com/berth-runtime/berth/internal/tracing"
 	"github.com/berth-runtime/berth/internal/version"
 	"github.com/berth-runtime/berth/server"
 	"github.com/berth-runtime/berth/stats"
@@ -135,6 +136,23 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 	defer sock.remove(log)
 
+	traces, err := tracing.New(ctx, tracing.Options{
+		Enable: cfg.Tracing.Enable, Endpoint: cfg.Tracing.Endpoint, Insecure: cfg.Tracing.Insecure,
+		SamplingRatePerMillion: cfg.Tracing.SamplingRatePerMillion,
+		ServiceVersion:         version.Version, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	// Last out: the spans of the shutdown's calls are exported too.
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), gracePeriod)
+		defer cancel()
+		if err := traces.Shutdown(sctx); err != nil {
+			log.Warn("export the last spans", "endpoint", cfg.Tracing.Endpoint, "error", err)
+		}
+	}()
+
 	reg := prometheus.NewRegistry()
 	metrics, err := server.NewMetrics(reg)
 	if err != nil {
@@ -160,12 +178,12 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return err
 	}
 	late := &latePods{cfg: cfg}
-	containers, err := newContainers(ctx, cfg, late, images, bus, nriAPI, log, faults)
+	containers, err := newContainers(ctx, cfg, late, images, bus, nriAPI, log, faults, traces.Tracer())
 	if err != nil {
 		return err
 	}
 	defer containers.Close()
-	cni, pods, err := newPods(ctx, cfg, log, containers, bus, nriAPI, faults)
+	cni, pods, err := newPods(ctx, cfg, log, containers, bus, nriAPI, faults, traces.Tracer())
 	if err != nil {
 		return err
 	}
@@ -203,6 +221,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		Metrics:          metrics,
 		UserNamespaces:   probeUserNamespaces(cfg, log),
 		DebugPanicMethod: os.Getenv(debugPanicEnv),
+		GRPCOptions:      traces.ServerOptions(),
 	})
 	if err != nil {
 		return err

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"path/filepath"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/berth-runtime/berth/container"
 	"github.com/berth-runtime/berth/internal/config"
 	"github.com/berth-runtime/berth/internal/events"
@@ -17,7 +19,7 @@ import (
 // newPods builds pod networking (libcni, watching the conf dir for
 // NetworkReady) and the sandbox service, which reloads and reconciles the
 // pods of the previous run before it returns.
-func newPods(ctx context.Context, cfg *config.Config, log *slog.Logger, containers *container.Service, bus *events.Bus, n *nri.NRI, faults *faultpoint.Point) (*network.CNI, *sandbox.Manager, error) {
+func newPods(ctx context.Context, cfg *config.Config, log *slog.Logger, containers *container.Service, bus *events.Bus, n *nri.NRI, faults *faultpoint.Point, tracer trace.Tracer) (*network.CNI, *sandbox.Manager, error) {
 	netCfg := network.Config{
 		ConfDir: cfg.CNI.ConfDir,
 		BinDirs: cfg.CNI.BinDirs,
@@ -52,6 +54,7 @@ func newPods(ctx context.Context, cfg *config.Config, log *slog.Logger, containe
 		Events:       bus,
 		NRI:          n,
 		Faults:       faults,
+		Tracer:       tracer,
 	})
 	if err != nil {
 		return nil, nil, err

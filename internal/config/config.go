@@ -40,6 +40,7 @@ type Config struct {
 	CNI            CNI      `toml:"cni" doc:"Pod networking with CNI plugins."`
 	EnableCDI      bool     `toml:"enable_cdi" flag:"enable-cdi" doc:"Give containers the CDI (Container Device Interface) devices their config names, in cdi_devices or in cdi.k8s.io/ annotations, as device plugins and DRA drivers hand them out; off, the names are ignored (as containerd's enable_cdi). See docs/containers.md."`
 	CDISpecDirs    []string `toml:"cdi_spec_dirs" flag:"cdi-spec-dir" check:"abs" doc:"Directories of CDI spec files (*.json, *.yaml), lowest priority first: a device a later directory defines wins. Reread when a create names a CDI device and a file changed, so files written after start count; an empty list means the default."`
+	Tracing        Tracing  `toml:"tracing" doc:"OpenTelemetry traces of the CRI calls and of the steps inside them (netns, CNI, monitor and pause, rootfs, libcontainer, image pulls), exported over OTLP gRPC, as the kubelet's, containerd's and CRI-O's. A call continues the trace its caller sends (the kubelet does when its own tracing is on). See docs/tracing.md."`
 	NRI            NRI      `toml:"nri" doc:"NRI (Node Resource Interface) plugins, as in containerd and CRI-O: they see every pod and container event and may adjust containers as they are created (devices, mounts, environment, resources...) and update them later. See docs/nri.md."`
 
 	ImagePullStallTimeout  string              `toml:"image_pull_stall_timeout" flag:"image-pull-stall-timeout" check:"duration" doc:"A pull fails when a registry sends nothing for this long (a Go duration such as 1m or 30s; 0 disables the check)."`
@@ -93,6 +94,14 @@ type CNI struct {
 	DefaultMasquerade bool   `toml:"default_masquerade" flag:"default-network-masquerade" doc:"Masquerade traffic from the default network's pods to outside its subnet (the bridge plugin's ipMasq). false where something else masquerades, as flannel's --ip-masq in a kind node, so that pods on other nodes see pod source IPs."`
 }
 
+// Tracing configures the export of traces.
+type Tracing struct {
+	Enable                 bool   `toml:"enable" flag:"tracing" doc:"Export traces; off by default, and off costs nothing."`
+	Endpoint               string `toml:"endpoint" flag:"tracing-endpoint" check:"required hostport" doc:"host:port of the OTLP gRPC collector: plain text on a loopback address, TLS with the system's roots elsewhere (unless insecure)."`
+	Insecure               bool   `toml:"insecure" doc:"Plain text to a collector that is not on a loopback address."`
+	SamplingRatePerMillion int    `toml:"sampling_rate_per_million" flag:"tracing-sampling-rate-per-million" doc:"Traces per million that berth starts itself (calls whose caller sent no trace context) that are recorded, 0 to 1000000. A call whose caller sent one follows its caller's decision, so with the kubelet's own samplingRatePerMillion set, 0 here records what the kubelet records."`
+}
+
 // NRI configures NRI plugin support.
 type NRI struct {
 	Enable                    bool   `toml:"enable" flag:"nri" doc:"Run NRI: start the plugins of plugin_path and accept external plugins on socket_path. Off by default: the socket path is shared by every runtime of the host (containerd's default is the same path, and the socket is replaced at start)."`
@@ -124,6 +133,7 @@ func Default() *Config {
 			BinDirs:           []string{"/opt/cni/bin"},
 			DefaultMasquerade: true,
 		},
+		Tracing: Tracing{Endpoint: "127.0.0.1:4317"},
 		NRI: NRI{
 			SocketPath:                "/var/run/nri/nri.sock",
 			PluginPath:                "/opt/nri/plugins",

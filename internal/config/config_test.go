@@ -126,6 +126,8 @@ bin_dirs = ["/x", "/y"]
 		{name: "bad metrics port", toml: `metrics_address = "localhost:http"`, wantErr: `invalid metrics_address "localhost:http": want host:port with a numeric port`},
 		{name: "bad stream address", toml: `stream_address = "127.0.0.1"`, wantErr: `invalid stream_address "127.0.0.1": want host:port`},
 		{name: "empty stream address", toml: `stream_address = ""`, wantErr: `invalid stream_address "": want a non-empty value`},
+		{name: "sampling rate over a million", toml: "[tracing]\nsampling_rate_per_million = 1000001", wantErr: `invalid tracing.sampling_rate_per_million "1000001": want 0 to 1000000`},
+		{name: "bad tracing endpoint", toml: "[tracing]\nendpoint = \"collector\"", wantErr: `invalid tracing.endpoint "collector": want host:port`},
 		{name: "syntax error", toml: "address = ", wantErr: "line 1: "},
 	}
 	for _, tt := range tests {

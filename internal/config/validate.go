@@ -44,6 +44,9 @@ func (c *Config) validateCombinations() error {
 	if _, ok := c.Runtimes[c.DefaultRuntime]; !ok {
 		return &ValueError{Key: "default_runtime", Value: c.DefaultRuntime, Want: "the name of a [runtimes] table (" + alternatives(sortedNames(c.Runtimes)) + ")"}
 	}
+	if n := c.Tracing.SamplingRatePerMillion; n < 0 || n > 1_000_000 {
+		return &ValueError{Key: "tracing.sampling_rate_per_million", Value: strconv.Itoa(n), Want: "0 to 1000000"}
+	}
 	if c.CNI.DefaultPodCIDR {
 		if !c.CNI.DefaultNetwork {
 			return errors.New("cni.default_pod_cidr needs cni.default_network = true")

@@ -278,6 +278,9 @@ type kubelet struct {
 
 type kubeletOptions struct {
 	kubeconfig string
+	// tracing is an OTLP gRPC endpoint the kubelet exports every trace
+	// to (KubeletTracing, GA since v1.34).
+	tracing string
 }
 
 // startKubelet writes a KubeletConfiguration and runs the kubelet with it:
@@ -337,6 +340,9 @@ func (e *env) startKubelet(o kubeletOptions) *kubelet {
 		"imageGCLowThresholdPercent":  99,
 		"serializeImagePulls":         false,
 		"runtimeRequestTimeout":       "2m",
+	}
+	if o.tracing != "" {
+		cfg["tracing"] = map[string]any{"endpoint": o.tracing, "samplingRatePerMillion": 1000000}
 	}
 	data, _ := json.MarshalIndent(cfg, "", "  ")
 	cfgPath := filepath.Join(k.dir, "config.json")
