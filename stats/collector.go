@@ -390,9 +390,14 @@ func networkUsage(ifaces []Iface, at time.Time) *runtimeapi.NetworkUsage {
 		}
 		if i.Name == defaultInterface {
 			n.DefaultInterface = u
-		} else {
-			n.Interfaces = append(n.Interfaces, u)
 		}
+		// The default interface is listed too, though the CRI's comment
+		// says "excluding the default": the kubelet's summary copies this
+		// list as the pod's interfaces, which with cAdvisor hold every
+		// interface, and the node e2e Summary API spec (with
+		// PodAndContainerStatsFromCRI) fails a pod whose list is empty.
+		// containerd lists it the same way.
+		n.Interfaces = append(n.Interfaces, u)
 	}
 	return n
 }

@@ -450,3 +450,35 @@ func TestCollector(t *testing.T) {
 		}
 	}
 }
+
+func TestNetworkUsage(t *testing.T) {
+	at := time.Unix(100, 0)
+	for _, tc := range []struct {
+		name        string
+		ifaces      []Iface
+		wantDefault string
+		wantAll     []string
+	}{
+		{name: "none", ifaces: nil},
+		{name: "eth0 only", ifaces: []Iface{{Name: "eth0", RxBytes: 10}}, wantDefault: "eth0", wantAll: []string{"eth0"}},
+		{name: "two", ifaces: []Iface{{Name: "net1"}, {Name: "eth0"}}, wantDefault: "eth0", wantAll: []string{"net1", "eth0"}},
+		{name: "no eth0", ifaces: []Iface{{Name: "net1"}}, wantAll: []string{"net1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := networkUsage(tc.ifaces, at)
+			if n.Timestamp != at.UnixNano() {
+				t.Errorf("timestamp %d", n.Timestamp)
+			}
+			if got := n.DefaultInterface.GetName(); got != tc.wantDefault {
+				t.Errorf("default interface %q, want %q", got, tc.wantDefault)
+			}
+			var all []string
+			for _, i := range n.Interfaces {
+				all = append(all, i.Name)
+			}
+			if !slices.Equal(all, tc.wantAll) {
+				t.Errorf("interfaces %v, want %v", all, tc.wantAll)
+			}
+		})
+	}
+}

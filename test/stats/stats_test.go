@@ -106,7 +106,9 @@ func TestStatsMove(t *testing.T) {
 		l.Process.ProcessCount.Value < 4 || len(l.Containers) != 3 {
 		t.Fatalf("pod stats: cpu %v memory %v process %v, %d containers", l.Cpu, l.Memory, l.Process, len(l.Containers))
 	}
-	if l.Network == nil || l.Network.DefaultInterface.GetName() != "eth0" {
+	// eth0 is in the list of interfaces as well as the default: the
+	// kubelet's summary reports the list as the pod's interfaces.
+	if l.Network == nil || l.Network.DefaultInterface.GetName() != "eth0" || len(l.Network.Interfaces) != 1 || l.Network.Interfaces[0].Name != "eth0" {
 		t.Fatalf("pod network %v", l.Network)
 	}
 
