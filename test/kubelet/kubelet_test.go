@@ -279,7 +279,7 @@ type kubelet struct {
 type kubeletOptions struct {
 	kubeconfig string
 	// tracing is an OTLP gRPC endpoint the kubelet exports every trace
-	// to (KubeletTracing, GA since v1.34).
+	// to (KubeletTracing, on by default since v1.27).
 	tracing string
 }
 
