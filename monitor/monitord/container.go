@@ -161,6 +161,54 @@ func (s *Server) destroy(id string) {
 	}
 }
 
+// removeLeftovers does libcontainer's destroy of an exited container
+// itself where that is only removing directories, sparing a helper run
+// (a Go program and libcontainer loaded) on the path of every stop: the
+// container had a PID namespace of its own, so the kernel killed whatever
+// was left when its init died; no poststop hook is to run; its cgroup is
+// cgroupfs directories, no systemd unit. It tells whether it did; if not
+// (a directory still busy, a sub-cgroup the container made), the helper
+// does the whole destroy.
+func (c *ctr) removeLeftovers() bool {
+	if c.srv.systemd || len(c.cgroups) == 0 || !ownPIDNamespace(c.spec) || hasPoststop(c.spec) || c.spec.Linux.IntelRdt != nil {
+		return false
+	}
+	// Processes the kernel is still killing keep the cgroup busy a moment.
+	deadline := time.Now().Add(500 * time.Millisecond)
+	for _, dir := range c.cgroups {
+		for {
+			err := unix.Rmdir(dir)
+			if err == nil || errors.Is(err, unix.ENOENT) {
+				break
+			}
+			if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+				return false
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if err := os.RemoveAll(filepath.Join(c.srv.root, c.id)); err != nil {
+		return false
+	}
+	return true
+}
+
+func ownPIDNamespace(s *specs.Spec) bool {
+	if s.Linux == nil {
+		return false
+	}
+	for _, ns := range s.Linux.Namespaces {
+		if ns.Type == specs.PIDNamespace {
+			return ns.Path == ""
+		}
+	}
+	return false
+}
+
+func hasPoststop(s *specs.Spec) bool {
+	return s.Hooks != nil && len(s.Hooks.Poststop) > 0
+}
+
 // copy drains one output into the log: a container must never block on a
 // full pipe, whatever happens to the log file or to berth.
 func (c *ctr) copy(stream string, r *os.File) {
@@ -240,7 +288,9 @@ func (c *ctr) wait() {
 	exit.OOMKilled = oomKilled(c.cgroups)
 	// Destroy kills what the process left in its cgroup, so the pipes they
 	// hold reach EOF, and removes the cgroup and libcontainer's state.
-	c.srv.destroy(c.id)
+	if !c.removeLeftovers() {
+		c.srv.destroy(c.id)
+	}
 	drained := make(chan struct{})
 	go func() { c.copiers.Wait(); close(drained) }()
 	select {

@@ -3,6 +3,7 @@ package monitord_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -201,6 +202,15 @@ func TestLifecycle(t *testing.T) {
 	log, _ := os.ReadFile(logPath)
 	if !strings.Contains(string(log), " stdout F out\n") || !strings.Contains(string(log), " stderr F err\n") {
 		t.Fatalf("log:\n%s", log)
+	}
+	// Once its exit is recorded, nothing of libcontainer's is left of it:
+	// its cgroups and its state dir are gone (the monitor removes them
+	// itself for a container of its own PID namespace).
+	if dirs, _ := filepath.Glob("/sys/fs/cgroup/*/berth-monitord-test/c1"); len(dirs) > 0 {
+		t.Errorf("cgroups left after the exit: %v", dirs)
+	}
+	if _, err := os.Stat(filepath.Join(e.state, "runc", "c1")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("libcontainer state left after the exit: %v", err)
 	}
 }
 
