@@ -194,6 +194,10 @@ func TestKindCluster(t *testing.T) {
 		gc.check(t)
 	})
 
+	t.Run("Kubernetes Conformance subset (e2e.test)", func(t *testing.T) {
+		checkConformanceSubset(t, c)
+	})
+
 	t.Run("control plane paused for 60s", func(t *testing.T) {
 		checkPausedControlPlane(t, c, w1)
 	})
