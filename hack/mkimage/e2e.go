@@ -43,7 +43,11 @@ import (
 //     some specs; agnhost's fake registry (fake-registry-server) serves it
 //     as pause:testing.
 //   - kitten:1.8 and nautilus:1.8 (image volumes): agnhost plus /data.json
-//     naming its picture, and the picture.
+//     naming its picture, the picture, and upstream's base's /etc/os-release
+//     (the image volume spec reads it).
+//   - sample-apiserver:1.29.2 (e2e.test's Aggregator spec): k8s.io/sample-apiserver
+//     v0.29.2's server, /sample-apiserver, its entrypoint; on busybox, as
+//     upstream's is on alpine.
 //
 // Not rebuilt (docs/conformance.md names the specs): an image pinned by
 // digest (busybox@sha256:a9155b...). invalid.registry.k8s.io must not exist:
@@ -162,6 +166,17 @@ func e2eNginx(tag string) imageSpec {
 	}
 }
 
+// alpineOSRelease is the /etc/os-release of upstream's agnhost base
+// (alpine:3.21), which kitten and nautilus are built on: e2e.test's
+// Conformance spec for image volumes reads it through the volume and looks
+// for "Alpine Linux". Only these two images carry it, as a fixture of
+// that spec; the files of the image are otherwise this table's.
+var alpineOSRelease = entriesLayer{"upstream's base's /etc/os-release", []entry{
+	dir("etc"),
+	file("etc/os-release", "NAME=\"Alpine Linux\"\nID=alpine\nVERSION_ID=3.21.3\nPRETTY_NAME=\"Alpine Linux v3.21\"\n"+
+		"HOME_URL=\"https://alpinelinux.org/\"\nBUG_REPORT_URL=\"https://gitlab.alpinelinux.org/alpine/aports/-/issues\"\n"),
+}}
+
 // volumeImage is kitten or nautilus: agnhost serving its picture.
 func volumeImage(name, agnhostTag string, fakeRegistry layerSource) imageSpec {
 	cfg := agnhostConfig()
@@ -171,7 +186,7 @@ func volumeImage(name, agnhostTag string, fakeRegistry layerSource) imageSpec {
 		refs:     []string{e2eRepo + name + ":1.8"},
 		platform: linuxAMD64,
 		config:   cfg,
-		layers:   append(agnhostLayers(agnhostTag, fakeRegistry), rootfsLayer{name}),
+		layers:   append(agnhostLayers(agnhostTag, fakeRegistry), alpineOSRelease, rootfsLayer{name}),
 	}
 }
 
@@ -224,6 +239,13 @@ func e2eImages(v e2eVersions, fakeRegistry layerSource) []imageSpec {
 			platform: linuxAMD64,
 			config:   nonroot,
 			layers:   onE2EBusybox(),
+		},
+		imageSpec{
+			name:     "e2e-sample-apiserver",
+			refs:     []string{e2eRepo + "sample-apiserver:1.29.2"},
+			platform: linuxAMD64,
+			config:   v1.Config{Entrypoint: []string{"/sample-apiserver"}, Env: []string{defaultPath}},
+			layers:   onE2EBusybox(rootfsLayer{"sample-apiserver"}),
 		},
 		imageSpec{
 			name:     "e2e-glibc-dns-testing",

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -12,7 +13,8 @@ import (
 
 // The references k8s.io/kubernetes v1.37.2's test/utils/image/manifest.go
 // (and the memory QoS specs' hard-coded busybox) gives the images the
-// node e2e suite pulls, minus the registry host (registry.k8s.io).
+// node e2e suite and e2e.test's Conformance specs pull, minus the registry
+// host (registry.k8s.io).
 var upstreamE2ERefs = []string{
 	"e2e-test-images/agnhost:2.66.1",
 	"e2e-test-images/agnhost:2.55",
@@ -27,6 +29,7 @@ var upstreamE2ERefs = []string{
 	"pause:3.10.2",
 	"e2e-test-images/kitten:1.8",
 	"e2e-test-images/nautilus:1.8",
+	"e2e-test-images/sample-apiserver:1.29.2",
 }
 
 // TestE2E builds the e2e table from fake root filesystems (a different one
@@ -139,6 +142,16 @@ func TestE2E(t *testing.T) {
 	for _, d := range append([]v1.Descriptor{m.Config}, m.Layers...) {
 		if data, ok := files[blob("blobs", d.Digest)]; !ok || int64(len(data)) != d.Size {
 			t.Errorf("fake registry: blob %s missing or not %d bytes", d.Digest, d.Size)
+		}
+	}
+	for _, ref := range []string{"e2e-test-images/kitten:1.8", "e2e-test-images/nautilus:1.8"} {
+		vi, err := loadImage(byRef[ref].Layout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, vfiles, _ := readTar(t, mutate.Extract(vi))
+		if !strings.Contains(vfiles["etc/os-release"], "Alpine Linux") {
+			t.Errorf("%s: /etc/os-release %q does not name Alpine Linux, which the image volume spec reads", ref, vfiles["etc/os-release"])
 		}
 	}
 	cf, err := img.ConfigFile()
