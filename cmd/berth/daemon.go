@@ -29,6 +29,10 @@ import (
 	"github.com/berth-runtime/berth/streaming"
 )
 
+// flushGrace bounds the wait for the background flush of pulled layers
+// at shutdown: the fsync of a large layer on a busy disk.
+const flushGrace = 30 * time.Second
+
 // gracePeriod bounds GracefulStop: long-lived streams (the kubelet's
 // GetContainerEvents) would otherwise hold shutdown forever.
 const gracePeriod = 2 * time.Second
@@ -267,6 +271,13 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 	log.Info("berth shutting down")
 	stopGRPC(g, gracePeriod)
+	// Layers published before their flush are made durable before berth
+	// exits: after a clean stop and a reboot they would be pulled again.
+	flushCtx, cancelFlush := context.WithTimeout(context.Background(), flushGrace)
+	defer cancelFlush()
+	if err := images.Flush(flushCtx); err != nil {
+		log.Warn("flush the layers pulled last (they are pulled again after a reboot)", "error", err)
+	}
 	if metricsServer != nil {
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), gracePeriod)
 		defer cancel()

@@ -69,3 +69,33 @@ func pendingLayers(t *testing.T, d *framework.Daemon) int {
 	}
 	return n
 }
+
+// TestStopFlushesLayers: a clean stop waits for the background flush of the
+// layers it pulled last (held 3 s here), so that none is left pending for a
+// reboot to drop.
+func TestStopFlushesLayers(t *testing.T) {
+	ref := registry(t) + "/library/busybox:latest"
+	d := framework.StartDaemon(t)
+	marker := filepath.Join(t.TempDir(), "reached")
+	d.SetEnv(faultpoint.EnvPoint+"="+faultpoint.PullLayerFlushing, faultpoint.EnvFile+"="+marker, faultpoint.EnvDelay+"=3s")
+	d.Restart()
+	id := pull(t, d, ref)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(marker); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the layer flush after the pull did not reach %s", faultpoint.PullLayerFlushing)
+		}
+	}
+	if err := d.Stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if n := pendingLayers(t, d); n > 0 {
+		t.Fatalf("%d layer records still pending after a clean stop", n)
+	}
+	d.SetEnv()
+	d.Restart()
+	remove(t, d, id)
+	assertNoTrace(t, d)
+}
