@@ -58,8 +58,12 @@ func main() {
 	}
 	helperEnv := os.Environ()
 	if systemd {
-		// The helpers talk to systemd on its private socket, not through
-		// dbus-daemon (internal/cgroup's Driver.DirectToSystemd says why).
+		// The helpers talk to systemd on its private socket (as systemctl
+		// does as root), not through dbus-daemon, which lets one user hold
+		// 256 connections: helpers of many pods at once would take them
+		// from the kubelet. go-systemd falls back to the private socket
+		// when the system bus cannot be dialled; an address with no
+		// transport makes that immediate.
 		helperEnv = append(helperEnv, "DBUS_SYSTEM_BUS_ADDRESS=none:")
 	}
 	helper, err := findHelper()

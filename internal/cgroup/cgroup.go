@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path"
 	"strings"
 	"time"
@@ -65,23 +64,6 @@ func (d Driver) DefaultParent() string {
 		return ScopePrefix + ".slice"
 	}
 	return "/" + ScopePrefix
-}
-
-// DirectToSystemd has this process's cgroup managers talk to systemd on
-// its private socket (as systemctl does as root) rather than through
-// dbus-daemon; nothing with cgroupfs. A pod's monitor holds its
-// connection, two sockets, for the pod's whole life, and dbus-daemon lets
-// one user have 256: a node of some 125 pods would have none left for the
-// next pod, or the kubelet. go-systemd, which opencontainers/cgroups
-// connects with, falls back to the private socket when the system bus
-// cannot be dialled; an address with no transport makes that immediate.
-// For a process that starts no other D-Bus client, before its first
-// cgroup.
-func (d Driver) DirectToSystemd() error {
-	if d != Systemd {
-		return nil
-	}
-	return os.Setenv("DBUS_SYSTEM_BUS_ADDRESS", "none:")
 }
 
 // checkTimeout bounds Check's D-Bus round trip.
