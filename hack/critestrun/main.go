@@ -31,6 +31,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/berth-runtime/berth/test/hostcheck"
 	"golang.org/x/sys/unix"
 )
 
@@ -103,7 +104,7 @@ func run(log *slog.Logger, e env, args []string) int {
 		return 1
 	}
 	defer lock.Close()
-	if err := portsFree(); err != nil {
+	if err := hostcheck.PortsFree(ports...); err != nil {
 		log.Error("critest needs its host ports free", "ports", ports, "error", err)
 		return 1
 	}
@@ -153,17 +154,6 @@ func run(log *slog.Logger, e env, args []string) int {
 		log.Warn("interrupted")
 	}
 	return rc
-}
-
-func portsFree() error {
-	for _, p := range ports {
-		l, err := net.Listen("tcp", ":"+strconv.Itoa(p))
-		if err != nil {
-			return fmt.Errorf("port %d: %w", p, err)
-		}
-		l.Close()
-	}
-	return nil
 }
 
 // newWorkDir makes the run's temp root, searchable by others as /run/berth

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -24,12 +23,8 @@ import (
 var suitePorts = []int{10248, 10250, 10255, 6443}
 
 func checkPorts() error {
-	for _, p := range suitePorts {
-		l, err := net.Listen("tcp", ":"+strconv.Itoa(p))
-		if err != nil {
-			return fmt.Errorf("port %d, which the suite's kubelet or API server binds, is taken: %w", p, err)
-		}
-		l.Close()
+	if err := hostcheck.PortsFree(suitePorts...); err != nil {
+		return fmt.Errorf("a port the suite's kubelet or API server binds: %w", err)
 	}
 	return nil
 }

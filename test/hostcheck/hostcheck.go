@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -140,4 +141,17 @@ func RemovePods(ctx context.Context, log *slog.Logger, endpoint string) (found, 
 		}
 	}
 	return found, failed
+}
+
+// PortsFree checks that nothing listens on any of the TCP ports, which a
+// run's components bind at fixed numbers.
+func PortsFree(ports ...int) error {
+	for _, p := range ports {
+		l, err := net.Listen("tcp", ":"+strconv.Itoa(p))
+		if err != nil {
+			return fmt.Errorf("TCP port %d is taken: %w", p, err)
+		}
+		l.Close()
+	}
+	return nil
 }
