@@ -190,7 +190,7 @@ func (h *host) restore(log *slog.Logger) int {
 			leak("could not remove", "path", p, "error", err)
 		}
 	}
-	leaks += removeCgroupTree(log, h.cgroup)
+	leaks += kubehost.RemoveCgroupPath(log, h.cgroup)
 	rules, err := kubehost.DeleteNATRulesNaming(netPrefix)
 	if err != nil {
 		leak("delete nat rules", "error", err)
@@ -223,18 +223,4 @@ func procsOf(work, cgroup string) []int {
 	return hostcheck.Procs(func(cmd, cg string) bool {
 		return strings.Contains(cmd, work) || strings.Contains(cg, ":"+cgroup+"/") || strings.Contains(cg, ":"+cgroup+"\n")
 	})
-}
-
-// removeCgroupTree removes path from every hierarchy, children first,
-// killing what still runs in it (counted: the pods should be gone).
-func removeCgroupTree(log *slog.Logger, path string) int {
-	if path == "" || path == "/" {
-		return 0
-	}
-	leaks := 0
-	dirs, _ := filepath.Glob("/sys/fs/cgroup/*" + path)
-	for _, d := range dirs {
-		leaks += kubehost.RemoveCgroupTree(log, d)
-	}
-	return leaks
 }

@@ -49,3 +49,27 @@ func RemoveCgroupTree(log *slog.Logger, dir string) int {
 	}
 	return leaks
 }
+
+// RemoveCgroupPath removes the cgroup path, as a kubelet names it
+// ("/kubelet-test"), from every hierarchy it exists in, as
+// RemoveCgroupTree does; it returns the leaks.
+func RemoveCgroupPath(log *slog.Logger, path string) int {
+	if path == "" || path == "/" {
+		return 0
+	}
+	leaks := 0
+	for _, d := range CgroupDirs(path) {
+		leaks += RemoveCgroupTree(log, d)
+	}
+	return leaks
+}
+
+// CgroupDirs lists the cgroup path in every hierarchy where it exists
+// (each v1 one, and the root of a unified-only host).
+func CgroupDirs(path string) []string {
+	dirs, _ := filepath.Glob("/sys/fs/cgroup/*" + path)
+	if st, err := os.Stat("/sys/fs/cgroup" + path); err == nil && st.IsDir() {
+		dirs = append(dirs, "/sys/fs/cgroup"+path)
+	}
+	return dirs
+}

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/berth-runtime/berth/test/framework"
+	"github.com/berth-runtime/berth/test/kubehost"
 )
 
 // cluster is etcd and kube-apiserver on 127.0.0.1, and kubectl set up to
@@ -397,7 +398,7 @@ func TestCluster(t *testing.T) {
 			t.Errorf("IP leases left: %v", l)
 		}
 		for name, uid := range uids {
-			if d := slices.Concat(cgroupDirs(e.cgroup+"/kubepods/besteffort/pod"+uid), cgroupDirs(e.cgroup+"/kubepods/burstable/pod"+uid)); len(d) > 0 {
+			if d := slices.Concat(kubehost.CgroupDirs(e.cgroup+"/kubepods/besteffort/pod"+uid), kubehost.CgroupDirs(e.cgroup+"/kubepods/burstable/pod"+uid)); len(d) > 0 {
 				t.Errorf("%s: pod cgroup left: %v", name, d)
 			}
 		}

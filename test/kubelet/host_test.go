@@ -3,14 +3,12 @@ package kubelet_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/berth-runtime/berth/test/kubehost"
 )
@@ -98,7 +96,7 @@ func guardHost(t *testing.T, cgroupRoot string) {
 				t.Errorf("host: %s left", p)
 			}
 		}
-		if dirs := cgroupDirs(cgroupRoot); len(dirs) > 0 {
+		if dirs := kubehost.CgroupDirs(cgroupRoot); len(dirs) > 0 {
 			t.Errorf("host: cgroups left: %v", dirs)
 		}
 	})
@@ -140,15 +138,6 @@ func undoHost(t *testing.T, before hostState, cgroupRoot string) {
 	removeCgroupTree(t, cgroupRoot)
 }
 
-// cgroupDirs lists path in every cgroup hierarchy where it exists.
-func cgroupDirs(path string) []string {
-	dirs, _ := filepath.Glob("/sys/fs/cgroup/*" + path)
-	if st, err := os.Stat("/sys/fs/cgroup" + path); err == nil && st.IsDir() {
-		dirs = append(dirs, "/sys/fs/cgroup"+path)
-	}
-	return dirs
-}
-
 // makeCgroupRoot creates path in every v1 hierarchy (and the unified one),
 // as the kubelet wants its cgroupRoot to exist; cpuset gets its parent's
 // cpus and mems so that children can be populated.
@@ -182,46 +171,17 @@ func makeCgroupRoot(t *testing.T, path string) {
 // removeCgroupTree kills whatever still runs under path (reported: berth
 // should have stopped every pod) and removes the tree from every hierarchy.
 func removeCgroupTree(t *testing.T, path string) {
-	if path == "" || path == "/" {
-		return
+	if n := kubehost.RemoveCgroupPath(slog.New(slog.NewTextHandler(testLog{t}, nil)), path); n > 0 {
+		t.Errorf("%d processes or cgroups left under %s at cleanup (logged above): killed, removed", n, path)
 	}
-	dirs := cgroupDirs(path)
-	for _, d := range dirs {
-		filepath.WalkDir(d, func(p string, de os.DirEntry, err error) error {
-			if err != nil || de.Name() != "cgroup.procs" {
-				return nil
-			}
-			data, _ := os.ReadFile(p)
-			for _, f := range strings.Fields(string(data)) {
-				if pid, err := strconv.Atoi(f); err == nil {
-					t.Errorf("process %s still in %s at cleanup: killed", f, filepath.Dir(p))
-					syscall.Kill(pid, syscall.SIGKILL)
-				}
-			}
-			return nil
-		})
-	}
-	for _, d := range dirs {
-		var tree []string
-		filepath.WalkDir(d, func(p string, de os.DirEntry, err error) error {
-			if err == nil && de.IsDir() {
-				tree = append(tree, p)
-			}
-			return nil
-		})
-		slices.Reverse(tree) // children before parents
-		for _, p := range tree {
-			var err error
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-				if err = os.Remove(p); err == nil || os.IsNotExist(err) || time.Now().After(deadline) {
-					break
-				}
-			}
-			if err != nil && !os.IsNotExist(err) {
-				t.Errorf("remove cgroup %s: %v", p, err)
-			}
-		}
-	}
+}
+
+// testLog writes a logger's lines to the test's log.
+type testLog struct{ t *testing.T }
+
+func (w testLog) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
 }
 
 func describeMounts(prefix string) []string {

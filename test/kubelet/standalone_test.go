@@ -19,6 +19,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-runtime/berth/test/framework"
+	"github.com/berth-runtime/berth/test/kubehost"
 )
 
 // webPod: an init container fills an emptyDir; "server" serves it over
@@ -324,7 +325,7 @@ func TestStandalone(t *testing.T) {
 					t.Errorf("%s: pause %d still runs", g.name, pid)
 				}
 			}
-			if d := slices.Concat(cgroupDirs(e.cgroup+"/kubepods/besteffort/pod"+g.uid), cgroupDirs(e.cgroup+"/kubepods/burstable/pod"+g.uid)); len(d) > 0 {
+			if d := slices.Concat(kubehost.CgroupDirs(e.cgroup+"/kubepods/besteffort/pod"+g.uid), kubehost.CgroupDirs(e.cgroup+"/kubepods/burstable/pod"+g.uid)); len(d) > 0 {
 				t.Errorf("%s: pod cgroup left: %v", g.name, d)
 			}
 		}
