@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -25,6 +26,9 @@ import (
 const syncFD = 3
 
 func main() {
+	// Sampling heap profiles costs a monitor its bucket table and the
+	// pages it touches, for a profile nobody reads.
+	runtime.MemProfileRate = 0
 	fs := flag.NewFlagSet("berth-monitor", flag.ContinueOnError)
 	pod := fs.String("pod", "", "pod sandbox id")
 	sock := fs.String("socket", "", "unix socket to serve")
@@ -90,7 +94,11 @@ func main() {
 		report(fmt.Sprintf("listen %s: %v", *sock, err))
 		os.Exit(1)
 	}
-	srv := monitord.New(monitord.Options{Pod: *pod, Root: *root, Systemd: systemd, Helper: helper, HelperEnv: helperEnv, Log: log})
+	srv, err := monitord.New(monitord.Options{Pod: *pod, Root: *root, Systemd: systemd, Helper: helper, HelperEnv: helperEnv, Log: log})
+	if err != nil {
+		report(err.Error())
+		os.Exit(1)
+	}
 	report("ok")
 	log.Info("monitor serving", "socket", *sock, "pid", os.Getpid(), "helper", helper)
 	if err := srv.Serve(l); err != nil {
@@ -113,3 +121,4 @@ func findHelper() (string, error) {
 	}
 	return p, nil
 }
+

@@ -1,6 +1,7 @@
 package monitord
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,8 +31,9 @@ type ctr struct {
 	mu  sync.Mutex
 
 	dir     string
-	spec    *specs.Spec
-	proc    *child // its init, the monitor's child
+	facts   specFacts
+	updated *specs.LinuxResources // the resources of the last update, if any
+	proc    *child                // its init, the monitor's child
 	pid     int
 	started bool
 	log     *logs.File
@@ -39,9 +41,11 @@ type ctr struct {
 	copiers sync.WaitGroup
 	cgroups map[string]string
 
-	died   chan struct{} // closed once the process has exited and is reaped
-	exited chan struct{} // closed once exit is set and recorded
-	exit   *monitor.Exit
+	died chan struct{} // closed once the process has exited and is reaped
+	// exited is done once exit is set and recorded.
+	exited     context.Context
+	markExited context.CancelFunc
+	exit       *monitor.Exit
 
 	ctrStreams // attach (stream.go)
 }
@@ -53,11 +57,12 @@ func (c *ctr) create(o *monitor.CreateRequest) (err error) {
 	if err != nil {
 		return fmt.Errorf("container %s: read spec: %w", c.id, err)
 	}
-	c.spec = &specs.Spec{}
-	if err := json.Unmarshal(data, c.spec); err != nil {
+	// The few facts the monitor acts on, not the spec: the helper reads
+	// the rest from the file, and the monitor keeps nothing of it.
+	if err := json.Unmarshal(data, &c.facts); err != nil {
 		return fmt.Errorf("container %s: decode spec: %w", c.id, err)
 	}
-	if c.spec.Process == nil {
+	if c.facts.Process == nil {
 		return fmt.Errorf("container %s: spec without a process", c.id)
 	}
 	if o.LogPath != "" {
@@ -82,7 +87,7 @@ func (c *ctr) create(o *monitor.CreateRequest) (err error) {
 	req := &monitor.SpawnRequest{Op: monitor.SpawnCreate, ID: c.id, Dir: o.Dir}
 	var outputs []*os.File
 	var console *os.File
-	if c.spec.Process.Terminal {
+	if c.facts.Process.Terminal {
 		parent, child, err := socketPair("console")
 		if err != nil {
 			return err
@@ -102,7 +107,7 @@ func (c *ctr) create(o *monitor.CreateRequest) (err error) {
 			closeOnFail = append(closeOnFail, w)
 		}
 		for range 2 {
-			r, w, err := os.Pipe()
+			r, w, err := outputPipe()
 			if err != nil {
 				return err
 			}
@@ -133,14 +138,20 @@ func (c *ctr) create(o *monitor.CreateRequest) (err error) {
 			c.kill()
 			return fmt.Errorf("container %s: receive console: %w", c.id, err)
 		}
-		outputs = []*os.File{c.setConsole(master)}
+		// A terminal keeps a goroutine of its own: closing the master
+		// (StdinOnce) must end its copier's read, and it is rare.
+		c.copiers.Add(1)
+		go c.copy(logs.Stdout, c.setConsole(master))
 	}
 	streams := []string{logs.Stdout, logs.Stderr}
 	for i, r := range outputs {
 		c.copiers.Add(1)
-		go c.copy(streams[i], r)
+		if err := c.watchOutput(streams[i], r); err != nil {
+			c.srv.log.Warn("watch container output", "container", c.id, "error", err)
+			go c.copy(streams[i], r)
+		}
 	}
-	go c.wait()
+	c.srv.onExit(c.proc.pidfd, c.wait)
 	return nil
 }
 
@@ -170,7 +181,7 @@ func (s *Server) destroy(id string) {
 // (a directory still busy, a sub-cgroup the container made), the helper
 // does the whole destroy.
 func (c *ctr) removeLeftovers() bool {
-	if c.srv.systemd || len(c.cgroups) == 0 || !ownPIDNamespace(c.spec) || hasPoststop(c.spec) || c.spec.Linux.IntelRdt != nil {
+	if c.srv.systemd || len(c.cgroups) == 0 || !c.facts.plainDestroy() {
 		return false
 	}
 	// Processes the kernel is still killing keep the cgroup busy a moment.
@@ -191,22 +202,6 @@ func (c *ctr) removeLeftovers() bool {
 		return false
 	}
 	return true
-}
-
-func ownPIDNamespace(s *specs.Spec) bool {
-	if s.Linux == nil {
-		return false
-	}
-	for _, ns := range s.Linux.Namespaces {
-		if ns.Type == specs.PIDNamespace {
-			return ns.Path == ""
-		}
-	}
-	return false
-}
-
-func hasPoststop(s *specs.Spec) bool {
-	return s.Hooks != nil && len(s.Hooks.Poststop) > 0
 }
 
 // copy drains one output into the log: a container must never block on a
@@ -231,6 +226,65 @@ func (c *ctr) copy(stream string, r *os.File) {
 		// EIO is how a terminal's master says the other side is gone.
 		c.srv.log.Warn("container output", "container", c.id, "stream", stream, "error", err)
 	}
+}
+
+// watchOutput hands one output pipe of the container to the monitor's
+// poller, which copies it into the log and to attached clients until EOF.
+func (c *ctr) watchOutput(stream string, r *os.File) error {
+	fd, err := fdOf(r)
+	if err != nil {
+		return err
+	}
+	kind := monitor.FrameStdout
+	if stream == logs.Stderr {
+		kind = monitor.FrameStderr
+	}
+	var w io.WriteCloser = nopWriteCloser{}
+	if c.log != nil {
+		w = c.log.Stream(stream)
+	}
+	poll := c.srv.poll
+	err = poll.watch(fd, func() {
+		n, err := unix.Read(fd, poll.buf)
+		switch {
+		case err == unix.EAGAIN || err == unix.EINTR:
+			return
+		case n > 0:
+			c.fanout(kind, poll.buf[:n]) // attached clients get it too
+			w.Write(poll.buf[:n])
+			return
+		}
+		poll.forget(fd)
+		r.Close()
+		w.Close()
+		if err != nil {
+			c.srv.log.Warn("container output", "container", c.id, "stream", stream, "error", err)
+		}
+		c.copiers.Done()
+	})
+	if err != nil {
+		// The copier's goroutine then reads it, blocking.
+		unix.SetNonblock(fd, false)
+	}
+	return err
+}
+
+// outputPipe is a pipe for a container's output: the write end for the
+// container, the read end non-blocking for the poller, but outside Go's
+// netpoller, which would be woken for its data too.
+func outputPipe() (r, w *os.File, err error) {
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+		return nil, nil, fmt.Errorf("output pipe: %w", err)
+	}
+	// Wrapped while blocking, so that os does not poll it.
+	r, w = os.NewFile(uintptr(fds[0]), "output"), os.NewFile(uintptr(fds[1]), "output-w")
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		r.Close()
+		w.Close()
+		return nil, nil, fmt.Errorf("output pipe: %w", err)
+	}
+	return r, w, nil
 }
 
 type nopWriteCloser struct{}
@@ -308,20 +362,13 @@ func (c *ctr) wait() {
 		c.stdin = nil
 	}
 	c.mu.Unlock()
-	close(c.exited)
+	c.markExited()
 	c.endAttachments(exit)
 	c.srv.log.Info("container exited", "container", c.id, "code", exit.Code, "signal", exit.Signal, "oom", exit.OOMKilled)
 	settle()
 }
 
-func (c *ctr) isExited() bool {
-	select {
-	case <-c.exited:
-		return true
-	default:
-		return false
-	}
-}
+func (c *ctr) isExited() bool { return c.exited.Err() != nil }
 
 var errNotRunning = errors.New("container is not running")
 
@@ -391,19 +438,30 @@ func (c *ctr) update(r *specs.LinuxResources) error {
 	if c.exit != nil {
 		return fmt.Errorf("container %s: %w", c.id, errNotRunning)
 	}
-	next := *c.spec
-	linux := *c.spec.Linux
-	res := *c.spec.Linux.Resources
+	// The spec is read again, not kept: updates are rare, containers many.
+	spec, err := readSpec(c.dir)
+	if err != nil {
+		return fmt.Errorf("container %s: update: %w", c.id, err)
+	}
+	if spec.Linux == nil {
+		spec.Linux = &specs.Linux{}
+	}
+	res := specs.LinuxResources{}
+	switch {
+	case c.updated != nil:
+		res = *c.updated
+	case spec.Linux.Resources != nil:
+		res = *spec.Linux.Resources
+	}
 	res.CPU, res.Memory, res.HugepageLimits, res.Unified = r.CPU, r.Memory, r.HugepageLimits, r.Unified
 	if r.Pids != nil { // only NRI plugins change it
 		res.Pids = r.Pids
 	}
-	linux.Resources = &res
-	next.Linux = &linux
-	if _, _, err := c.srv.spawn(&monitor.SpawnRequest{Op: monitor.SpawnUpdate, ID: c.id, Spec: &next}); err != nil {
+	spec.Linux.Resources = &res
+	if _, _, err := c.srv.spawn(&monitor.SpawnRequest{Op: monitor.SpawnUpdate, ID: c.id, Spec: spec}); err != nil {
 		return fmt.Errorf("container %s: update: %w", c.id, err)
 	}
-	c.spec = &next
+	c.updated = &res
 	return nil
 }
 

@@ -25,8 +25,10 @@ type pauseProc struct {
 	cmd    *exec.Cmd
 	pidfd  *os.File // PIDFD_NONBLOCK: its exit is seen through the netpoller
 	dir    string
-	exited chan struct{} // closed once exit is set and recorded
-	exit   *monitor.Exit
+	// exited is done once exit is set and recorded.
+	exited     context.Context
+	markExited context.CancelFunc
+	exit       *monitor.Exit
 }
 
 // runPause starts the built-in pause: a clone into new IPC/UTS/PID
@@ -42,12 +44,13 @@ func (s *Server) runPause(r *monitor.PauseRequest) *monitor.Response {
 	case s.shutdown:
 		s.mu.Unlock()
 		return fail(monitor.CodeInvalid, fmt.Errorf("pod %s monitor is shutting down", s.pod))
-	case s.pause != nil && !isClosed(s.pause.exited):
+	case s.pause != nil && s.pause.exited.Err() == nil:
 		s.mu.Unlock()
 		return fail(monitor.CodeInvalid, fmt.Errorf("pod %s: pause already runs (pid %d)", s.pod, s.pause.pid))
 	}
 	// Reserved while it starts, without holding the lock.
-	p := &pauseProc{dir: r.Dir, exited: make(chan struct{})}
+	p := &pauseProc{dir: r.Dir}
+	p.exited, p.markExited = context.WithCancel(context.Background())
 	s.pause = p
 	s.mu.Unlock()
 	if err := p.start(r, s); err != nil {
@@ -62,7 +65,7 @@ func (s *Server) runPause(r *monitor.PauseRequest) *monitor.Response {
 	s.reap.Lock()
 	s.known[p.pid] = true
 	s.reap.Unlock()
-	go p.wait(s)
+	s.onExit(p.pidfd, func() { p.wait(s) })
 	s.log.Info("pause started", "pid", p.pid)
 	return &monitor.Response{Pid: p.pid}
 }
@@ -129,7 +132,7 @@ func (p *pauseProc) wait(s *Server) {
 	s.mu.Lock()
 	p.exit = exit
 	s.mu.Unlock()
-	close(p.exited)
+	p.markExited()
 	s.log.Info("pause exited", "pid", p.pid, "code", exit.Code, "signal", exit.Signal)
 	settle()
 }
@@ -169,7 +172,7 @@ func pauseExitOf(st *os.ProcessState, err error) *monitor.Exit {
 }
 
 // pauseCall answers the calls that address pause by the pod's id.
-func (s *Server) pauseCall(ctx context.Context, p *pauseProc, req *monitor.Request) *monitor.Response {
+func (s *Server) pauseCall(p *pauseProc, req *monitor.Request) *monitor.Response {
 	switch req.Op {
 	case monitor.OpStatus:
 		s.mu.Lock()
@@ -178,17 +181,8 @@ func (s *Server) pauseCall(ctx context.Context, p *pauseProc, req *monitor.Reque
 			return &monitor.Response{Pid: p.pid, State: monitor.StateExited, Exit: p.exit}
 		}
 		return &monitor.Response{Pid: p.pid, State: monitor.StateRunning}
-	case monitor.OpWait:
-		select {
-		case <-p.exited:
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			return &monitor.Response{Pid: p.pid, State: monitor.StateExited, Exit: p.exit}
-		case <-ctx.Done():
-			return fail(monitor.CodeInvalid, ctx.Err())
-		}
 	case monitor.OpSignal:
-		if isClosed(p.exited) {
+		if p.exited.Err() != nil {
 			return fail(monitor.CodeNotRunning, fmt.Errorf("pause of pod %s: %w", s.pod, errNotRunning))
 		}
 		if err := pidfdSignal(p.pidfd, syscall.Signal(req.Signal)); err != nil {
@@ -214,13 +208,4 @@ func pidfdSignal(f *os.File, sig syscall.Signal) error {
 		return err
 	}
 	return serr
-}
-
-func isClosed(c chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
 }

@@ -19,6 +19,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/berth-runtime/berth/monitor"
 )
@@ -31,6 +32,7 @@ type Server struct {
 	helper    string // the spawn helper's binary
 	helperEnv []string
 	log       *slog.Logger
+	poll      *poller // containers' outputs and exits (poller.go)
 
 	mu       sync.Mutex
 	ctrs     map[string]*ctr
@@ -60,11 +62,15 @@ type Options struct {
 }
 
 // New returns a monitor for a pod.
-func New(o Options) *Server {
-	s := &Server{pod: o.Pod, root: o.Root, systemd: o.Systemd, helper: o.Helper, helperEnv: o.HelperEnv, log: o.Log,
+func New(o Options) (*Server, error) {
+	poll, err := newPoller()
+	if err != nil {
+		return nil, fmt.Errorf("monitor of pod %s: %w", o.Pod, err)
+	}
+	s := &Server{pod: o.Pod, root: o.Root, systemd: o.Systemd, helper: o.Helper, helperEnv: o.HelperEnv, log: o.Log, poll: poll,
 		ctrs: map[string]*ctr{}, done: make(chan struct{}), known: map[int]bool{}, poke: make(chan struct{}, 1)}
 	go s.reapOrphans()
-	return s
+	return s, nil
 }
 
 // Serve answers calls on l until a shutdown call finds no container left.
@@ -110,6 +116,8 @@ func (s *Server) handle(conn net.Conn) {
 	} else if uc, ok := conn.(*net.UnixConn); ok && isStreamOp(req.Op) {
 		s.serveStream(uc, r, req) // stream.go
 		return
+	} else if req.Op == monitor.OpWait {
+		resp = s.wait(conn, r, req.ID)
 	} else {
 		// The caller hanging up cancels a wait or an exec.
 		ctx, cancel := context.WithCancel(context.Background())
@@ -162,7 +170,7 @@ func (s *Server) dispatch(ctx context.Context, req *monitor.Request) *monitor.Re
 		if running > 0 {
 			return fail(monitor.CodeInvalid, fmt.Errorf("pod %s still has %d running containers", s.pod, running))
 		}
-		if s.pause != nil && !isClosed(s.pause.exited) {
+		if s.pause != nil && s.pause.exited.Err() == nil {
 			return fail(monitor.CodeInvalid, fmt.Errorf("pod %s: pause still runs", s.pod))
 		}
 		s.shutdown = true
@@ -179,7 +187,7 @@ func (s *Server) dispatch(ctx context.Context, req *monitor.Request) *monitor.Re
 		p := s.pause
 		s.mu.Unlock()
 		if p != nil {
-			return s.pauseCall(ctx, p, req)
+			return s.pauseCall(p, req)
 		}
 	}
 	c, err := s.get(req.ID)
@@ -191,13 +199,6 @@ func (s *Server) dispatch(ctx context.Context, req *monitor.Request) *monitor.Re
 		err = c.start()
 	case monitor.OpSignal:
 		err = c.signal(req.Signal)
-	case monitor.OpWait:
-		select {
-		case <-c.exited:
-			return &monitor.Response{State: monitor.StateExited, Exit: c.exit}
-		case <-ctx.Done():
-			return fail(monitor.CodeInvalid, ctx.Err())
-		}
 	case monitor.OpStatus:
 		return c.status()
 	case monitor.OpExec:
@@ -242,7 +243,8 @@ func (s *Server) create(req *monitor.Request) *monitor.Response {
 		return fail(monitor.CodeInvalid, fmt.Errorf("pod %s monitor is shutting down", s.pod))
 	}
 	// Reserve the id while the helper works, without holding the lock.
-	c := &ctr{id: req.ID, srv: s, died: make(chan struct{}), exited: make(chan struct{})}
+	c := &ctr{id: req.ID, srv: s, died: make(chan struct{})}
+	c.exited, c.markExited = context.WithCancel(context.Background())
 	c.mu.Lock()
 	s.ctrs[req.ID] = c
 	s.mu.Unlock()
@@ -255,4 +257,39 @@ func (s *Server) create(req *monitor.Request) *monitor.Response {
 		return fail(monitor.CodeInvalid, err)
 	}
 	return &monitor.Response{Pid: c.pid}
+}
+
+// wait answers a wait call: the exit of a container, or of pause by the
+// pod's id, once it is recorded. berth holds one open per container for
+// the container's whole life, so it costs this goroutine and no other:
+// the caller hanging up ends the read below, the exit ends it through a
+// read deadline.
+func (s *Server) wait(conn net.Conn, r *bufio.Reader, id string) *monitor.Response {
+	var exited context.Context
+	var answer func() *monitor.Response
+	s.mu.Lock()
+	if p := s.pause; id == s.pod && p != nil {
+		exited = p.exited
+		answer = func() *monitor.Response {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return &monitor.Response{Pid: p.pid, State: monitor.StateExited, Exit: p.exit}
+		}
+	} else if c, ok := s.ctrs[id]; ok {
+		exited = c.exited
+		answer = func() *monitor.Response { return &monitor.Response{State: monitor.StateExited, Exit: c.exit} }
+	}
+	s.mu.Unlock()
+	if exited == nil {
+		return fail(monitor.CodeNotFound, fmt.Errorf("container %s: %w", id, errNotFound))
+	}
+	if exited.Err() == nil {
+		stop := context.AfterFunc(exited, func() { conn.SetReadDeadline(time.Unix(1, 0)) })
+		r.ReadByte()
+		stop()
+		if exited.Err() == nil {
+			return fail(monitor.CodeInvalid, errors.New("wait: the caller hung up"))
+		}
+	}
+	return answer()
 }
