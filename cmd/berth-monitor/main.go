@@ -121,4 +121,3 @@ func findHelper() (string, error) {
 	}
 	return p, nil
 }
-

@@ -21,10 +21,10 @@ const pauseStartTimeout = 30 * time.Second
 // pauseProc is the pod's built-in pause, a child of the monitor. It is
 // addressed by the pod's id.
 type pauseProc struct {
-	pid    int
-	cmd    *exec.Cmd
-	pidfd  *os.File // PIDFD_NONBLOCK: its exit is seen through the netpoller
-	dir    string
+	pid   int
+	cmd   *exec.Cmd
+	pidfd *os.File // PIDFD_NONBLOCK: its exit is seen through the netpoller
+	dir   string
 	// exited is done once exit is set and recorded.
 	exited     context.Context
 	markExited context.CancelFunc
