@@ -68,11 +68,7 @@ func (s *Server) eventResponse(ctx context.Context, e events.Event, pods map[str
 		ContainerEventType: e.Type,
 		CreatedAt:          e.At.UnixNano(),
 		PodSandboxStatus:   pod,
-	}
-	for _, c := range s.containers.List(ctx, &runtimeapi.ContainerFilter{PodSandboxId: e.PodID}) {
-		if st, _, err := s.containers.Status(ctx, c.Id, false); err == nil {
-			resp.ContainersStatuses = append(resp.ContainersStatuses, st)
-		}
+		ContainersStatuses: s.podContainerStatuses(ctx, e.PodID),
 	}
 	return resp
 }

@@ -116,7 +116,7 @@ func startKubelet(ctx context.Context, o *options, d *daemon, work, cgroupRoot s
 		"--cert-dir", filepath.Join(work, "kubelet-pki"),
 		"--hostname-override", "bdens-node",
 		"--node-ip", nodeAddr,
-		"--v", "1")
+		"--v", strconv.Itoa(o.kubeletV))
 	k.cmd.Stdout, k.cmd.Stderr = logf, logf
 	k.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := k.cmd.Start(); err != nil {

@@ -50,6 +50,7 @@ type options struct {
 	cniBinDir, registry string
 	out                 string
 	featureGates        string
+	kubeletV            int
 	idle, steady        time.Duration
 	timeout             time.Duration
 }
@@ -67,6 +68,7 @@ func main() {
 	flag.StringVar(&o.cniBinDir, "cni-bin-dir", os.Getenv("BERTH_CNI_BIN_DIR"), "CNI plugin directory")
 	flag.StringVar(&o.registry, "registry", os.Getenv("BERTH_TEST_REGISTRY"), "host:port of the local registry (hack/registry)")
 	flag.StringVar(&o.out, "out", filepath.Join(os.Getenv("BERTH_OUTPUT"), "density"), "report directory")
+	flag.IntVar(&o.kubeletV, "kubelet-v", 1, "the kubelet's log verbosity (--v)")
 	flag.StringVar(&o.featureGates, "feature-gates", "", "the kubelet's feature gates, NAME=true|false,... (e.g. EventedPLEG=true,PLEGOnDemandRelist=true)")
 	flag.DurationVar(&o.idle, "idle", 15*time.Second, "wait after the kubelet is up, before the pods")
 	flag.DurationVar(&o.steady, "steady", 30*time.Second, "PLEG window with every pod running")
