@@ -209,23 +209,31 @@ func (c *ctr) removeLeftovers() bool {
 func (c *ctr) copy(stream string, r *os.File) {
 	defer c.copiers.Done()
 	defer r.Close()
-	kind := monitor.FrameStdout
-	if stream == logs.Stderr {
-		kind = monitor.FrameStderr
-	}
-	var w io.WriteCloser = nopWriteCloser{}
-	if c.log != nil {
-		w = c.log.Stream(stream)
-	}
-	err := drain(r, func(p []byte) {
-		c.fanout(kind, p) // attached clients get it too
-		w.Write(p)
-	})
+	each, w := c.output(stream)
+	err := drain(r, each)
 	w.Close()
 	if err != nil && !errors.Is(err, syscall.EIO) && !errors.Is(err, os.ErrClosed) {
 		// EIO is how a terminal's master says the other side is gone.
 		c.srv.log.Warn("container output", "container", c.id, "stream", stream, "error", err)
 	}
+}
+
+// output is where one output stream's chunks go: the log (w, closed
+// once the stream ends, which ends a partial last line) and attached
+// clients.
+func (c *ctr) output(stream string) (each func([]byte), w io.WriteCloser) {
+	kind := monitor.FrameStdout
+	if stream == logs.Stderr {
+		kind = monitor.FrameStderr
+	}
+	w = nopWriteCloser{}
+	if c.log != nil {
+		w = c.log.Stream(stream)
+	}
+	return func(p []byte) {
+		c.fanout(kind, p)
+		w.Write(p)
+	}, w
 }
 
 // watchOutput hands one output pipe of the container to the monitor's
@@ -235,14 +243,7 @@ func (c *ctr) watchOutput(stream string, r *os.File) error {
 	if err != nil {
 		return err
 	}
-	kind := monitor.FrameStdout
-	if stream == logs.Stderr {
-		kind = monitor.FrameStderr
-	}
-	var w io.WriteCloser = nopWriteCloser{}
-	if c.log != nil {
-		w = c.log.Stream(stream)
-	}
+	each, w := c.output(stream)
 	poll := c.srv.poll
 	err = poll.watch(fd, func() {
 		n, err := unix.Read(fd, poll.buf)
@@ -250,8 +251,7 @@ func (c *ctr) watchOutput(stream string, r *os.File) error {
 		case err == unix.EAGAIN || err == unix.EINTR:
 			return
 		case n > 0:
-			c.fanout(kind, poll.buf[:n]) // attached clients get it too
-			w.Write(poll.buf[:n])
+			each(poll.buf[:n])
 			return
 		}
 		poll.forget(fd)
@@ -263,7 +263,8 @@ func (c *ctr) watchOutput(stream string, r *os.File) error {
 		c.copiers.Done()
 	})
 	if err != nil {
-		// The copier's goroutine then reads it, blocking.
+		// The caller's copier goroutine reads it instead, blocking.
+		w.Close()
 		unix.SetNonblock(fd, false)
 	}
 	return err
