@@ -440,7 +440,7 @@ func (c *ctr) update(r *specs.LinuxResources) error {
 		return fmt.Errorf("container %s: %w", c.id, errNotRunning)
 	}
 	// The spec is read again, not kept: updates are rare, containers many.
-	spec, err := readSpec(c.dir)
+	spec, err := monitor.ReadSpec(c.dir)
 	if err != nil {
 		return fmt.Errorf("container %s: update: %w", c.id, err)
 	}

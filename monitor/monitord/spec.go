@@ -1,15 +1,6 @@
 package monitord
 
-import (
-	"encoding/json"
-	"fmt"
-	"os"
-	"path/filepath"
-
-	specs "github.com/opencontainers/runtime-spec/specs-go"
-
-	"github.com/berth-runtime/berth/monitor"
-)
+import specs "github.com/opencontainers/runtime-spec/specs-go"
 
 // specFacts are what the monitor acts on of a container's spec. Decoding
 // them allocates a fraction of what the whole spec does, and they are
@@ -41,17 +32,4 @@ func (f *specFacts) plainDestroy() bool {
 		}
 	}
 	return false
-}
-
-// readSpec decodes the spec berth wrote in a container's dir.
-func readSpec(dir string) (*specs.Spec, error) {
-	data, err := os.ReadFile(filepath.Join(dir, monitor.SpecFile))
-	if err != nil {
-		return nil, fmt.Errorf("read spec: %w", err)
-	}
-	spec := &specs.Spec{}
-	if err := json.Unmarshal(data, spec); err != nil {
-		return nil, fmt.Errorf("decode spec: %w", err)
-	}
-	return spec, nil
 }

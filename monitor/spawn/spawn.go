@@ -101,7 +101,7 @@ func run(r *monitor.SpawnRequest, fault *faultpoint.Point) *monitor.SpawnResult 
 	spec := r.Spec
 	if spec == nil {
 		var err error
-		if spec, err = readSpec(r.Dir); err != nil {
+		if spec, err = monitor.ReadSpec(r.Dir); err != nil {
 			return fail(err)
 		}
 	}
@@ -146,21 +146,6 @@ func join(r *monitor.SpawnRequest) *monitor.SpawnResult {
 		return &monitor.SpawnResult{Error: fmt.Sprintf("pod %s: %v", r.ID, err)}
 	}
 	return &monitor.SpawnResult{}
-}
-
-func readSpec(dir string) (*specs.Spec, error) {
-	data, err := os.ReadFile(filepath.Join(dir, monitor.SpecFile))
-	if err != nil {
-		return nil, fmt.Errorf("read spec: %w", err)
-	}
-	s := &specs.Spec{}
-	if err := json.Unmarshal(data, s); err != nil {
-		return nil, fmt.Errorf("decode spec: %w", err)
-	}
-	if s.Process == nil {
-		return nil, errors.New("spec without a process")
-	}
-	return s, nil
 }
 
 // libcontainerConfig is libcontainer's view of a spec. With systemd, its
