@@ -124,6 +124,10 @@ func waitPidfd(f *os.File) error {
 	})
 }
 
+// shutdownTries bounds how often a pod's stop asks its monitor to exit
+// while containers made during the stop keep it.
+const shutdownTries = 3
+
 // stopMonitor lets the pod's monitor exit once pause and every container
 // have exited and their exits are recorded.
 func (s *Service) stopMonitor(ctx context.Context, podID string) error {
@@ -141,6 +145,15 @@ func (s *Service) stopMonitor(ctx context.Context, podID string) error {
 		return fmt.Errorf("pod %s: wait for pause's exit: %w", podID, err)
 	}
 	_, err = m.client.Call(ctx, &monitor.Request{Op: monitor.OpShutdown})
+	// A container whose create had found the pod still ready runs on
+	// after the pod's containers were stopped: it is stopped too, and the
+	// monitor asked again.
+	for try := 1; monitor.IsCode(err, monitor.CodeBusy) && try < shutdownTries; try++ {
+		if serr := s.StopPodContainers(ctx, podID); serr != nil {
+			return fmt.Errorf("pod %s: stop monitor: %w (stopping a container made meanwhile: %v)", podID, err, serr)
+		}
+		_, err = m.client.Call(ctx, &monitor.Request{Op: monitor.OpShutdown})
+	}
 	if err != nil && !errors.Is(err, monitor.ErrUnreachable) {
 		return fmt.Errorf("pod %s: stop monitor: %w", podID, err)
 	}

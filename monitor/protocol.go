@@ -96,6 +96,8 @@ const (
 	CodeNotFound   = "not-found"
 	CodeNotRunning = "not-running"
 	CodeInvalid    = "invalid"
+	// CodeBusy refuses a shutdown while containers of the pod still run.
+	CodeBusy = "busy"
 )
 
 // Container states as the monitor sees them.

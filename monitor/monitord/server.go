@@ -168,7 +168,7 @@ func (s *Server) dispatch(ctx context.Context, req *monitor.Request) *monitor.Re
 			}
 		}
 		if running > 0 {
-			return fail(monitor.CodeInvalid, fmt.Errorf("pod %s still has %d running containers", s.pod, running))
+			return fail(monitor.CodeBusy, fmt.Errorf("pod %s still has %d running containers", s.pod, running))
 		}
 		if s.pause != nil && s.pause.exited.Err() == nil {
 			return fail(monitor.CodeInvalid, fmt.Errorf("pod %s: pause still runs", s.pod))
