@@ -1,7 +1,6 @@
 package container_test
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -29,16 +28,7 @@ func TestStopPodSandboxWithContainerMadeMeanwhile(t *testing.T) {
 		_, err := e.d.Runtime.StopPodSandbox(framework.Ctx(t), &runtimeapi.StopPodSandboxRequest{PodSandboxId: pod})
 		stopped <- err
 	}()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := os.Stat(marker); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the stop never reached its containers-stopped step")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	framework.WaitFile(t, marker, 20*time.Second, "the stop did not reach its containers-stopped step")
 	late := e.run(pod, podCfg, e.ctrConfig("late", "sleep 100000"))
 	if err := <-stopped; err != nil {
 		t.Fatalf("StopPodSandbox with a container made while it ran: %v", err)

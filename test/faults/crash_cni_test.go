@@ -97,16 +97,7 @@ fi`, filepath.Join(e.Net.BinDir, "bridge"), done))
 	conn.Close()
 	t.Logf("StopPodSandbox whose connection closed under it: %v", <-stopped)
 
-	deadline := time.Now().Add(settle)
-	for {
-		if _, err := os.Stat(done); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the DEL of a StopPodSandbox whose caller gave up never finished")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	framework.WaitFile(t, done, settle, "the DEL of a StopPodSandbox whose caller gave up did not finish")
 	c.removeAll()
 	framework.CheckHost(t, before)
 }

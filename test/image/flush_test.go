@@ -22,16 +22,7 @@ func TestKilledBeforeLayerFlush(t *testing.T) {
 	d.SetEnv(faultpoint.EnvPoint+"="+faultpoint.PullLayerFlushing, faultpoint.EnvFile+"="+marker)
 	d.Restart()
 	id := pull(t, d, ref)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Stat(marker); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the layer flush after the pull did not reach %s", faultpoint.PullLayerFlushing)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	framework.WaitFile(t, marker, 30*time.Second, "the layer flush after the pull did not reach "+faultpoint.PullLayerFlushing)
 	d.Kill()
 	if n := pendingLayers(t, d); n == 0 {
 		t.Fatal("no layer record pending after a kill inside the flush: the case tests nothing")
@@ -80,14 +71,7 @@ func TestStopFlushesLayers(t *testing.T) {
 	d.SetEnv(faultpoint.EnvPoint+"="+faultpoint.PullLayerFlushing, faultpoint.EnvFile+"="+marker, faultpoint.EnvDelay+"=3s")
 	d.Restart()
 	id := pull(t, d, ref)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(marker); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the layer flush after the pull did not reach %s", faultpoint.PullLayerFlushing)
-		}
-	}
+	framework.WaitFile(t, marker, 30*time.Second, "the layer flush after the pull did not reach "+faultpoint.PullLayerFlushing)
 	if err := d.Stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
