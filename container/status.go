@@ -58,6 +58,43 @@ func (s *Service) Status(ctx context.Context, id string, verbose bool) (*runtime
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
+	st := c.status()
+	if !verbose {
+		return st, nil, nil
+	}
+	r := &c.rec
+	info := map[string]any{
+		"sandboxID":   r.PodID,
+		"pid":         r.Pid,
+		"rootfs":      r.Dir + "/rootfs",
+		"runtimeSpec": json.RawMessage(c.spec),
+	}
+	if r.State == StateExited {
+		info["pid"] = 0
+	}
+	b, err := json.Marshal(info)
+	if err != nil {
+		return nil, nil, fmt.Errorf("container %s: verbose info: %w", r.ID, err)
+	}
+	return st, map[string]string{"info": string(b)}, nil
+}
+
+// PodStatuses are the statuses of a pod's containers, as ContainerStatus
+// gives them, for the responses that carry them all (PodSandboxStatus,
+// container events).
+func (s *Service) PodStatuses(ctx context.Context, podID string) []*runtimeapi.ContainerStatus {
+	ls := s.listed(&runtimeapi.ContainerFilter{PodSandboxId: podID})
+	out := make([]*runtimeapi.ContainerStatus, 0, len(ls))
+	for _, l := range ls {
+		l.c.mu.RLock()
+		out = append(out, l.c.status())
+		l.c.mu.RUnlock()
+	}
+	return out
+}
+
+// status is the container's ContainerStatus; the caller holds c.mu.
+func (c *ctr) status() *runtimeapi.ContainerStatus {
 	r := &c.rec
 	st := &runtimeapi.ContainerStatus{
 		Id:          r.ID,
@@ -86,23 +123,7 @@ func (s *Service) Status(ctx context.Context, id string, verbose bool) (*runtime
 		st.Message = e.Message
 		st.Reason = exitReason(r.Reason, e)
 	}
-	if !verbose {
-		return st, nil, nil
-	}
-	info := map[string]any{
-		"sandboxID":   r.PodID,
-		"pid":         r.Pid,
-		"rootfs":      r.Dir + "/rootfs",
-		"runtimeSpec": json.RawMessage(c.spec),
-	}
-	if r.State == StateExited {
-		info["pid"] = 0
-	}
-	b, err := json.Marshal(info)
-	if err != nil {
-		return nil, nil, fmt.Errorf("container %s: verbose info: %w", r.ID, err)
-	}
-	return st, map[string]string{"info": string(b)}, nil
+	return st
 }
 
 // exitReason is the CRI reason of an exit: the record's override (berth

@@ -23,6 +23,7 @@ type Containers interface {
 	Remove(ctx context.Context, id string) error
 	Status(ctx context.Context, id string, verbose bool) (*runtimeapi.ContainerStatus, map[string]string, error)
 	List(ctx context.Context, filter *runtimeapi.ContainerFilter) []*runtimeapi.Container
+	PodStatuses(ctx context.Context, podID string) []*runtimeapi.ContainerStatus
 	ExecSync(ctx context.Context, id string, cmd []string, timeout time.Duration) (*container.ExecResult, error)
 	ReopenLog(ctx context.Context, id string) error
 	UpdateResources(ctx context.Context, id string, r *runtimeapi.LinuxContainerResources) error

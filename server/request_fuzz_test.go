@@ -119,6 +119,9 @@ func (f fuzzContainers) Status(_ context.Context, id string, _ bool) (*runtimeap
 func (f fuzzContainers) List(context.Context, *runtimeapi.ContainerFilter) []*runtimeapi.Container {
 	return nil
 }
+func (f fuzzContainers) PodStatuses(context.Context, string) []*runtimeapi.ContainerStatus {
+	return nil
+}
 func (f fuzzContainers) ExecSync(_ context.Context, id string, cmd []string, timeout time.Duration) (*container.ExecResult, error) {
 	if len(cmd) == 0 || timeout < 0 {
 		f.t.Fatalf("ExecSync accepted cmd %q timeout %v", cmd, timeout)

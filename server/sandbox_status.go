@@ -34,11 +34,5 @@ func (s *Server) podContainerStatuses(ctx context.Context, podID string) []*runt
 	if s.containers == nil || podID == "" {
 		return nil
 	}
-	var out []*runtimeapi.ContainerStatus
-	for _, c := range s.containers.List(ctx, &runtimeapi.ContainerFilter{PodSandboxId: podID}) {
-		if st, _, err := s.containers.Status(ctx, c.Id, false); err == nil {
-			out = append(out, st)
-		}
-	}
-	return out
+	return s.containers.PodStatuses(ctx, podID)
 }

@@ -146,10 +146,7 @@ func waitPidfd(f *os.File) error {
 	}
 	// A pidfd polls readable once the process exited; the check makes a
 	// spurious wakeup harmless.
-	return rc.Read(func(fd uintptr) bool {
-		n, _ := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 0)
-		return n > 0
-	})
+	return rc.Read(func(fd uintptr) bool { return readable(int(fd)) })
 }
 
 // pauseExitOf turns a wait result into an Exit.
