@@ -11,6 +11,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-runtime/berth/container/spec"
+	"github.com/berth-runtime/berth/internal/cgprime"
 	"github.com/berth-runtime/berth/monitor"
 )
 
@@ -38,6 +39,10 @@ func (s *Service) ExecSync(ctx context.Context, id string, cmd []string, timeout
 	if rec.State != StateRunning || c.isExited() {
 		return nil, fmt.Errorf("%w: container %s is not running", ErrState, rec.ID)
 	}
+	// libcontainer moves the command into the container's cgroups once
+	// the helper and its init have started: the RCU grace period that
+	// first move would wait for passes meanwhile.
+	cgprime.Prime()
 	resp, err := s.existingMonitor(rec.PodID).client.Call(ctx, &monitor.Request{Op: monitor.OpExec, ID: rec.ID,
 		Exec: &monitor.ExecRequest{Args: cmd, Timeout: timeout, MaxOutput: MaxExecOutput}})
 	if err != nil {

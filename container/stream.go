@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/berth-runtime/berth/internal/cgprime"
 	"github.com/berth-runtime/berth/monitor"
 )
 
@@ -49,6 +50,7 @@ func (s *Service) Exec(ctx context.Context, id string, cmd []string, st Streams)
 	if rec.State != StateRunning || c.isExited() {
 		return 0, fmt.Errorf("%w: container %s is not running", ErrState, rec.ID)
 	}
+	cgprime.Prime() // as ExecSync does
 	req := &monitor.StreamRequest{Args: cmd, TTY: st.TTY, Stdin: st.Stdin != nil, Stdout: st.Stdout != nil, Stderr: st.Stderr != nil && !st.TTY}
 	if st.TTY {
 		// Wait briefly for the client's size, so that the command starts
