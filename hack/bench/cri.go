@@ -199,6 +199,23 @@ func (e *endpoint) startPod(ctx context.Context, s *podSpec, name string) (*pod,
 	return p, d, nil
 }
 
+// execTrue runs `true` in the pod's container with ExecSync and returns
+// how long the call took.
+func (e *endpoint) execTrue(ctx context.Context, p *pod) (time.Duration, error) {
+	c, cancel := rpcCtx(ctx)
+	defer cancel()
+	start := time.Now()
+	resp, err := e.rt.ExecSync(c, &runtimeapi.ExecSyncRequest{ContainerId: p.ctr, Cmd: []string{"true"}, Timeout: 10})
+	el := time.Since(start)
+	if err != nil {
+		return 0, fmt.Errorf("%s: ExecSync: %w", e.name, err)
+	}
+	if resp.ExitCode != 0 {
+		return 0, fmt.Errorf("%s: ExecSync true exited %d: %s", e.name, resp.ExitCode, resp.Stderr)
+	}
+	return el, nil
+}
+
 // stopPod is the kubelet's teardown of a pod whose container ignores
 // SIGTERM (sleep as PID 1): StopContainer with no grace, RemoveContainer,
 // StopPodSandbox, RemovePodSandbox.

@@ -6,7 +6,10 @@
 //     and -c pods started at once: total time;
 //  2. teardown (StopContainer + RemoveContainer + StopPodSandbox +
 //     RemovePodSandbox), the same way;
-//  3. ExecSync of `true` in a running container: p50/p99;
+//  3. ExecSync of `true` in a running container: p50/p99, back to back
+//     and each after -exec-gap idle (as the kubelet's exec probes come:
+//     a lone exec pays waits a burst shares, such as the RCU grace period
+//     of the first cgroup migration);
 //  4. ListPodSandbox and ListContainers with -list pods running;
 //  5. memory: the daemon's RSS idle and with those pods, and the RSS and
 //     PSS (/proc/PID/smaps_rollup) of every process the runtime added per
@@ -64,6 +67,8 @@ type Params struct {
 	Concurrent    int    `json:"concurrent_pods"`
 	ConcReps      int    `json:"concurrent_reps"`
 	Execs         int    `json:"execs"`
+	LoneExecs     int    `json:"lone_execs"`
+	ExecGapMS     int    `json:"exec_gap_ms"`
 	ListPods      []int  `json:"list_pods"`
 	ListSamples   int    `json:"list_samples"`
 	ScaleWorkers  int    `json:"scale_workers"`
@@ -104,7 +109,9 @@ func main() {
 	flag.IntVar(&p.Warmup, "warmup", 1, "pods started and torn down per runtime before anything is timed")
 	flag.IntVar(&p.Concurrent, "c", 10, "pods started at once")
 	flag.IntVar(&p.ConcReps, "c-reps", 3, "repetitions of the concurrent start")
-	flag.IntVar(&p.Execs, "execs", 50, "ExecSync calls per runtime")
+	flag.IntVar(&p.Execs, "execs", 50, "ExecSync calls per runtime, back to back")
+	flag.IntVar(&p.LoneExecs, "lone-execs", 20, "ExecSync calls per runtime, each after -exec-gap-ms idle")
+	flag.IntVar(&p.ExecGapMS, "exec-gap-ms", 250, "idle time before each lone ExecSync (ms)")
 	flag.StringVar(&listPods, "list", "100,250", "pod counts at which List latency and memory are measured")
 	flag.IntVar(&p.ListSamples, "list-samples", 100, "calls of each List per pod count")
 	flag.IntVar(&p.ScaleWorkers, "scale-workers", 4, "pods started or torn down at once while filling up to the -list counts")
@@ -335,7 +342,7 @@ func (b *bench) sequentialPhase(ctx context.Context) error {
 		start, teardown []float64
 		startSteps      [3][]float64
 		stopSteps       [4][]float64
-		exec            []float64
+		exec, loneExec  []float64
 		pods            []*pod
 	}
 	a := map[*endpoint]*acc{}
@@ -358,24 +365,25 @@ func (b *bench) sequentialPhase(ctx context.Context) error {
 			}
 		}
 	}
-	if b.p.Execs > 0 {
-		for i := range b.p.Execs {
-			for _, e := range b.order(i) {
-				x := a[e]
-				p := x.pods[i%len(x.pods)]
-				c, cancel := rpcCtx(ctx)
-				start := time.Now()
-				resp, err := e.rt.ExecSync(c, &runtimeapi.ExecSyncRequest{ContainerId: p.ctr, Cmd: []string{"true"}, Timeout: 10})
-				el := time.Since(start)
-				cancel()
-				if err != nil {
-					return fmt.Errorf("%s: ExecSync: %w", e.name, err)
-				}
-				if resp.ExitCode != 0 {
-					return fmt.Errorf("%s: ExecSync true exited %d: %s", e.name, resp.ExitCode, resp.Stderr)
-				}
-				x.exec = append(x.exec, ms(el))
+	for i := range b.p.Execs {
+		for _, e := range b.order(i) {
+			x := a[e]
+			el, err := e.execTrue(ctx, x.pods[i%len(x.pods)])
+			if err != nil {
+				return err
 			}
+			x.exec = append(x.exec, ms(el))
+		}
+	}
+	for i := range b.p.LoneExecs {
+		for _, e := range b.order(i) {
+			x := a[e]
+			time.Sleep(time.Duration(b.p.ExecGapMS) * time.Millisecond)
+			el, err := e.execTrue(ctx, x.pods[i%len(x.pods)])
+			if err != nil {
+				return err
+			}
+			x.loneExec = append(x.loneExec, ms(el))
 		}
 	}
 	for i := range b.p.Sequential {
@@ -407,6 +415,9 @@ func (b *bench) sequentialPhase(ctx context.Context) error {
 		}
 		if len(x.exec) > 0 {
 			e.res.Exec = distPtr(x.exec)
+		}
+		if len(x.loneExec) > 0 {
+			e.res.LoneExec = distPtr(x.loneExec)
 		}
 		if e.log != "" {
 			ids := map[string]bool{}

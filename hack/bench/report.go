@@ -35,6 +35,7 @@ type Result struct {
 	Teardown           *Dist            `json:"teardown_ms,omitempty"`
 	TeardownSteps      map[string]*Dist `json:"teardown_steps_ms,omitempty"`
 	Exec               *Dist            `json:"exec_sync_ms,omitempty"`
+	LoneExec           *Dist            `json:"lone_exec_sync_ms,omitempty"`
 	Concurrent         int              `json:"concurrent_pods,omitempty"`
 	ConcurrentStart    *Dist            `json:"concurrent_start_total_ms,omitempty"`
 	ConcurrentTeardown *Dist            `json:"concurrent_teardown_total_ms,omitempty"`
@@ -274,6 +275,10 @@ func rows(rep *Report) []row {
 			func(r *Result) *Dist { return r.ConcurrentTeardown }, p50),
 		distRow("exec50", "ExecSync `true` p50 (ms)", func(r *Result) *Dist { return r.Exec }, p50),
 		distRow("exec99", "ExecSync `true` p99 (ms)", func(r *Result) *Dist { return r.Exec }, p99),
+		distRow("lexec50", fmt.Sprintf("ExecSync `true` after %d ms idle, p50 (ms)", rep.Params.ExecGapMS),
+			func(r *Result) *Dist { return r.LoneExec }, p50),
+		distRow("lexec99", fmt.Sprintf("ExecSync `true` after %d ms idle, p99 (ms)", rep.Params.ExecGapMS),
+			func(r *Result) *Dist { return r.LoneExec }, p99),
 	}
 	for _, n := range rep.Params.ListPods {
 		out = append(out,

@@ -65,6 +65,9 @@ func (c *ctr) create(o *monitor.CreateRequest) (err error) {
 	if c.facts.Process == nil {
 		return fmt.Errorf("container %s: spec without a process", c.id)
 	}
+	if c.facts.hostPID() {
+		c.srv.expectOrphans()
+	}
 	if o.LogPath != "" {
 		if c.log, err = logs.Open(o.LogPath); err != nil {
 			return fmt.Errorf("container %s: %w", c.id, err)

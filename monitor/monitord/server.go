@@ -46,6 +46,8 @@ type Server struct {
 	reap  sync.Mutex
 	known map[int]bool
 	poke  chan struct{}
+	// sigchld starts the SIGCHLD watch, once orphans can appear.
+	sigchld sync.Once
 }
 
 // Options make a Server.

@@ -122,13 +122,17 @@ func (s *Server) spawn(r *monitor.SpawnRequest, files ...*os.File) (*child, *mon
 	out, _ := io.ReadAll(io.LimitReader(resR, 1<<20))
 	res := &monitor.SpawnResult{}
 	if err := json.Unmarshal(out, res); err != nil || (res.Error == "" && (r.Op == monitor.SpawnCreate || r.Op == monitor.SpawnExec) && res.Pid <= 0) {
+		// A helper that died midway may leave processes of its own.
+		s.expectOrphans()
 		ackW.Close()
 		werr := wait()
 		return nil, nil, fmt.Errorf("container %s: %s %s: the helper ended without an answer (%v)", r.ID, s.helper, r.Op, werr)
 	}
 	if res.Error != "" {
 		ackW.Close()
-		wait()
+		if wait() != nil {
+			s.expectOrphans()
+		}
 		return nil, nil, errors.New(res.Error)
 	}
 	var ch *child
@@ -147,10 +151,13 @@ func (s *Server) spawn(r *monitor.SpawnRequest, files ...*os.File) (*child, *mon
 		s.reap.Unlock()
 	}
 	ackW.Close()
-	if err := wait(); err != nil && ch != nil {
-		// Killed after its answer: the process runs all the same, and is
-		// ours now.
-		s.log.Warn("spawn helper failed after its answer", "container", r.ID, "op", r.Op, "error", err)
+	if err := wait(); err != nil {
+		s.expectOrphans()
+		if ch != nil {
+			// Killed after its answer: the process runs all the same, and
+			// is ours now.
+			s.log.Warn("spawn helper failed after its answer", "container", r.ID, "op", r.Op, "error", err)
+		}
 	}
 	return ch, res, nil
 }
@@ -173,18 +180,14 @@ func (s *Server) reaped(ch *child) {
 
 // reapOrphans reaps the processes that end up the monitor's children as
 // it is a subreaper, and that it does not wait for itself: those a
-// container sharing the host's PID namespace leaves behind. It looks at
-// the first exited child without reaping it, reaps it if it is nobody's,
-// and goes on; a known one is left to its waiter, which pokes the reaper
-// again once it has reaped it.
+// container sharing the host's PID namespace leaves behind, and those of
+// a helper that died before it was done. It looks at the first exited
+// child without reaping it, reaps it if it is nobody's, and goes on; a
+// known one is left to its waiter, which pokes the reaper again once it
+// has reaped it. It looks when poked: after each helper run and each
+// reaped child, and at every SIGCHLD once expectOrphans has been called.
 func (s *Server) reapOrphans() {
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGCHLD)
-	for {
-		select {
-		case <-sigs:
-		case <-s.poke:
-		}
+	for range s.poke {
 		s.reap.Lock()
 		for {
 			pid := exitedChild()
@@ -196,6 +199,23 @@ func (s *Server) reapOrphans() {
 		}
 		s.reap.Unlock()
 	}
+}
+
+// expectOrphans has the orphan reaper look at every SIGCHLD from now on:
+// a child the monitor does not know can exit at any time. Until then the
+// monitor's own events are enough, and it spares the OS thread that
+// os/signal's receiver takes (~28 kB of each pod's monitor).
+func (s *Server) expectOrphans() {
+	s.sigchld.Do(func() {
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, syscall.SIGCHLD)
+		go func() {
+			for range sigs {
+				s.pokeReaper()
+			}
+		}()
+		s.pokeReaper() // for an orphan that exited before the watch
+	})
 }
 
 // pokeReaper has the orphan reaper look again: a known child it stopped

@@ -18,6 +18,21 @@ type specFacts struct {
 	} `json:"linux"`
 }
 
+// hostPID tells whether the container runs in the host's PID namespace:
+// the processes it leaves behind are then reparented to the monitor,
+// which has to reap them.
+func (f *specFacts) hostPID() bool {
+	if f.Linux == nil {
+		return true
+	}
+	for _, ns := range f.Linux.Namespaces {
+		if ns.Type == specs.PIDNamespace {
+			return false
+		}
+	}
+	return true
+}
+
 // plainDestroy tells whether destroying the exited container is only
 // removing directories: it had a PID namespace of its own (the kernel
 // killed whatever was left when its init died), no poststop hook is to

@@ -14,15 +14,16 @@ func TestSpecFacts(t *testing.T) {
 		spec     specs.Spec
 		terminal bool
 		plain    bool
+		hostPID  bool
 	}{
-		{"own PID namespace", specs.Spec{Process: &specs.Process{}, Linux: own}, false, true},
-		{"terminal", specs.Spec{Process: &specs.Process{Terminal: true}, Linux: own}, true, true},
-		{"pod's PID namespace", specs.Spec{Process: &specs.Process{}, Linux: &specs.Linux{Namespaces: []specs.LinuxNamespace{{Type: specs.PIDNamespace, Path: "/proc/1/ns/pid"}}}}, false, false},
-		{"host's PID namespace", specs.Spec{Process: &specs.Process{}, Linux: &specs.Linux{Namespaces: []specs.LinuxNamespace{{Type: specs.NetworkNamespace}}}}, false, false},
-		{"poststop hook", specs.Spec{Process: &specs.Process{}, Linux: own, Hooks: &specs.Hooks{Poststop: []specs.Hook{{Path: "/bin/true"}}}}, false, false},
-		{"other hooks only", specs.Spec{Process: &specs.Process{}, Linux: own, Hooks: &specs.Hooks{Prestart: []specs.Hook{{Path: "/bin/true"}}}}, false, true},
-		{"intel RDT", specs.Spec{Process: &specs.Process{}, Linux: &specs.Linux{Namespaces: own.Namespaces, IntelRdt: &specs.LinuxIntelRdt{ClosID: "x"}}}, false, false},
-		{"no linux section", specs.Spec{Process: &specs.Process{}}, false, false},
+		{"own PID namespace", specs.Spec{Process: &specs.Process{}, Linux: own}, false, true, false},
+		{"terminal", specs.Spec{Process: &specs.Process{Terminal: true}, Linux: own}, true, true, false},
+		{"pod's PID namespace", specs.Spec{Process: &specs.Process{}, Linux: &specs.Linux{Namespaces: []specs.LinuxNamespace{{Type: specs.PIDNamespace, Path: "/proc/1/ns/pid"}}}}, false, false, false},
+		{"host's PID namespace", specs.Spec{Process: &specs.Process{}, Linux: &specs.Linux{Namespaces: []specs.LinuxNamespace{{Type: specs.NetworkNamespace}}}}, false, false, true},
+		{"poststop hook", specs.Spec{Process: &specs.Process{}, Linux: own, Hooks: &specs.Hooks{Poststop: []specs.Hook{{Path: "/bin/true"}}}}, false, false, false},
+		{"other hooks only", specs.Spec{Process: &specs.Process{}, Linux: own, Hooks: &specs.Hooks{Prestart: []specs.Hook{{Path: "/bin/true"}}}}, false, true, false},
+		{"intel RDT", specs.Spec{Process: &specs.Process{}, Linux: &specs.Linux{Namespaces: own.Namespaces, IntelRdt: &specs.LinuxIntelRdt{ClosID: "x"}}}, false, false, false},
+		{"no linux section", specs.Spec{Process: &specs.Process{}}, false, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			data, err := json.Marshal(tc.spec)
@@ -38,6 +39,9 @@ func TestSpecFacts(t *testing.T) {
 			}
 			if got := f.plainDestroy(); got != tc.plain {
 				t.Errorf("plainDestroy = %v, want %v", got, tc.plain)
+			}
+			if got := f.hostPID(); got != tc.hostPID {
+				t.Errorf("hostPID = %v, want %v", got, tc.hostPID)
 			}
 		})
 	}
