@@ -365,26 +365,26 @@ func (b *bench) sequentialPhase(ctx context.Context) error {
 			}
 		}
 	}
-	for i := range b.p.Execs {
-		for _, e := range b.order(i) {
-			x := a[e]
-			el, err := e.execTrue(ctx, x.pods[i%len(x.pods)])
-			if err != nil {
-				return err
+	// execs times n ExecSync calls per runtime, each after gap idle.
+	execs := func(n int, gap time.Duration, times func(*acc) *[]float64) error {
+		for i := range n {
+			for _, e := range b.order(i) {
+				x := a[e]
+				time.Sleep(gap)
+				el, err := e.execTrue(ctx, x.pods[i%len(x.pods)])
+				if err != nil {
+					return err
+				}
+				*times(x) = append(*times(x), ms(el))
 			}
-			x.exec = append(x.exec, ms(el))
 		}
+		return nil
 	}
-	for i := range b.p.LoneExecs {
-		for _, e := range b.order(i) {
-			x := a[e]
-			time.Sleep(time.Duration(b.p.ExecGapMS) * time.Millisecond)
-			el, err := e.execTrue(ctx, x.pods[i%len(x.pods)])
-			if err != nil {
-				return err
-			}
-			x.loneExec = append(x.loneExec, ms(el))
-		}
+	if err := execs(b.p.Execs, 0, func(x *acc) *[]float64 { return &x.exec }); err != nil {
+		return err
+	}
+	if err := execs(b.p.LoneExecs, time.Duration(b.p.ExecGapMS)*time.Millisecond, func(x *acc) *[]float64 { return &x.loneExec }); err != nil {
+		return err
 	}
 	for i := range b.p.Sequential {
 		for _, e := range b.order(i) {

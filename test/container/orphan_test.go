@@ -1,8 +1,6 @@
 package container_test
 
 import (
-	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -40,7 +38,7 @@ func TestHostPIDOrphansReaped(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		state, ok := procState(pid)
+		state, ok := framework.ProcState(pid)
 		if !ok {
 			return // reaped
 		}
@@ -49,18 +47,4 @@ func TestHostPIDOrphansReaped(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// procState is the state letter of a process (Z for a zombie), false
-// once it is gone.
-func procState(pid int) (string, bool) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return "", false
-	}
-	s := string(data)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
-		return s[i+2 : i+3], true
-	}
-	return "?", true
 }

@@ -128,6 +128,16 @@ func parentOf(pid int) (int, bool) {
 	return ppid, err == nil
 }
 
+// ProcState is pid's state letter (Z for a zombie), false once it is
+// gone (reaped).
+func ProcState(pid int) (string, bool) {
+	f := statFields(pid)
+	if len(f) == 0 {
+		return "", false
+	}
+	return f[0], true
+}
+
 // Running reports whether pid runs: a process that is gone or a zombie
 // does not.
 func Running(pid int) bool {
