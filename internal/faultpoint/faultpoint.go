@@ -27,6 +27,17 @@ const (
 	EnvDelay = "BERTH_DEBUG_FAULT_DELAY"
 )
 
+// Env is the environment FromEnv arms point with: marker is created when
+// a call reaches the step, which then hangs, or waits delay if it is
+// positive. Tests pass it to the daemon they start.
+func Env(point, marker string, delay time.Duration) []string {
+	env := []string{EnvPoint + "=" + point, EnvFile + "=" + marker}
+	if delay > 0 {
+		env = append(env, EnvDelay+"="+delay.String())
+	}
+	return env
+}
+
 // Point is one armed step.
 type Point struct {
 	name   string

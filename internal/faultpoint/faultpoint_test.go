@@ -84,3 +84,26 @@ func TestDelayWaitsThenReturns(t *testing.T) {
 		t.Errorf("a delay that does not parse gave %s, want the hang", p.delay)
 	}
 }
+
+// Env is what FromEnv reads back.
+func TestEnvArmsFromEnv(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		delay time.Duration
+	}{
+		{"hang", 0},
+		{"delay", 1500 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(EnvDelay, "")
+			for _, kv := range Env(StopContainers, "/tmp/marker", tc.delay) {
+				k, v, _ := strings.Cut(kv, "=")
+				t.Setenv(k, v)
+			}
+			p := FromEnv(slog.Default())
+			if p == nil || p.name != StopContainers || p.marker != "/tmp/marker" || p.delay != tc.delay {
+				t.Errorf("FromEnv after Env = %+v, want point %s, marker /tmp/marker, delay %s", p, StopContainers, tc.delay)
+			}
+		})
+	}
+}

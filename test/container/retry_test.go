@@ -27,7 +27,7 @@ import (
 // name, whose answer was delivered, is a duplicate: AlreadyExists.
 func TestCreateContainerRetriedAfterDeadline(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "reached")
-	e := newEnv(t, framework.WithEnv(fp.EnvPoint+"="+fp.CreateRootfs, fp.EnvFile+"="+marker, fp.EnvDelay+"=4s"))
+	e := newEnv(t, framework.WithEnv(fp.Env(fp.CreateRootfs, marker, 4*time.Second)...))
 	podCfg := e.podConfig("retry")
 	pod := e.runPod(podCfg)
 	cfg := e.ctrConfig("app", "echo retried")

@@ -18,7 +18,7 @@ import (
 // succeed, not fail on a monitor that still has a running container.
 func TestStopPodSandboxWithContainerMadeMeanwhile(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "reached")
-	e := newEnv(t, framework.WithEnv(fp.EnvPoint+"="+fp.StopContainers, fp.EnvFile+"="+marker, fp.EnvDelay+"=3s"))
+	e := newEnv(t, framework.WithEnv(fp.Env(fp.StopContainers, marker, 3*time.Second)...))
 	podCfg := e.podConfig("stoprace")
 	pod := e.runPod(podCfg)
 	first := e.run(pod, podCfg, e.ctrConfig("first", "sleep 100000"))

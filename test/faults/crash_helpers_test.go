@@ -51,7 +51,7 @@ func (c *crasher) arm(point string) string {
 			c.e.D.Args = append(c.e.D.Args, "--pause-image", crashPauseImage(c.e))
 		}
 	}
-	c.e.D.SetEnv(faultpoint.EnvPoint+"="+point, faultpoint.EnvFile+"="+marker)
+	c.e.D.SetEnv(faultpoint.Env(point, marker, 0)...)
 	c.e.D.Restart()
 	return marker
 }
@@ -125,7 +125,7 @@ func (c *crasher) hang(marker string, call crashCall) {
 func (c *crasher) crashInRecovery(point string) {
 	c.t.Helper()
 	marker := filepath.Join(c.t.TempDir(), "reached-in-recovery")
-	c.e.D.SetEnv(faultpoint.EnvPoint+"="+point, faultpoint.EnvFile+"="+marker)
+	c.e.D.SetEnv(faultpoint.Env(point, marker, 0)...)
 	c.e.D.Launch()
 	deadline := time.Now().Add(settle)
 	for {

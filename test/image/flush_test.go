@@ -19,7 +19,7 @@ func TestKilledBeforeLayerFlush(t *testing.T) {
 	ref := registry(t) + "/library/busybox:latest"
 	d := framework.StartDaemon(t)
 	marker := filepath.Join(t.TempDir(), "reached")
-	d.SetEnv(faultpoint.EnvPoint+"="+faultpoint.PullLayerFlushing, faultpoint.EnvFile+"="+marker)
+	d.SetEnv(faultpoint.Env(faultpoint.PullLayerFlushing, marker, 0)...)
 	d.Restart()
 	id := pull(t, d, ref)
 	framework.WaitFile(t, marker, 30*time.Second, "the layer flush after the pull did not reach "+faultpoint.PullLayerFlushing)
@@ -68,7 +68,7 @@ func TestStopFlushesLayers(t *testing.T) {
 	ref := registry(t) + "/library/busybox:latest"
 	d := framework.StartDaemon(t)
 	marker := filepath.Join(t.TempDir(), "reached")
-	d.SetEnv(faultpoint.EnvPoint+"="+faultpoint.PullLayerFlushing, faultpoint.EnvFile+"="+marker, faultpoint.EnvDelay+"=3s")
+	d.SetEnv(faultpoint.Env(faultpoint.PullLayerFlushing, marker, 3*time.Second)...)
 	d.Restart()
 	id := pull(t, d, ref)
 	framework.WaitFile(t, marker, 30*time.Second, "the layer flush after the pull did not reach "+faultpoint.PullLayerFlushing)
