@@ -1,0 +1,268 @@
+package vmbed
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Inits are the machine's PID 1 variants: systemd, or a shell that mounts
+// the unified hierarchy and runs the job (berth's cgroupfs driver on v2
+// without systemd).
+var Inits = map[string]string{
+	"systemd": "/sbin/init",
+	"plain":   "/usr/local/sbin/berth-vm-plain-init",
+}
+
+// RunConfig is one boot of an image.
+type RunConfig struct {
+	Image   *Image
+	Init    string   // a key of Inits
+	CPUs    int      // vCPUs
+	MemMiB  int      // memory
+	Append  string   // extra kernel command line (hugepages=, psi=1, ...)
+	In      []string // host files and directories copied to /job/in
+	Out     string   // host directory that receives /job/out, if set
+	Cmd     []string // run in /job/in as root; one argument is a shell script
+	NoSwap  bool
+	Stdout  io.Writer // the job's output, live
+	Console io.Writer // the machine's console (kernel, systemd), if set
+	Log     *slog.Logger
+	TmpDir  string
+}
+
+// Run boots a pristine copy of the image, runs the command, powers off and
+// returns the command's exit code. An error means the machine did not
+// run the command to its end (it did not boot, or ctx ended first).
+func Run(ctx context.Context, cfg RunConfig) (int, error) {
+	init, ok := Inits[cfg.Init]
+	if !ok {
+		return -1, fmt.Errorf("unknown init %q (want systemd or plain)", cfg.Init)
+	}
+	work, err := os.MkdirTemp(cfg.TmpDir, "berth-vm-")
+	if err != nil {
+		return -1, err
+	}
+	defer os.RemoveAll(work)
+	job := filepath.Join(work, "job.ext4")
+	if err := jobDisk(ctx, cfg, work, job); err != nil {
+		return -1, fmt.Errorf("job disk: %w", err)
+	}
+	start := time.Now()
+	if err := boot(ctx, cfg, work, job, init); err != nil {
+		return -1, err
+	}
+	cfg.Log.Info("machine powered off", "after", time.Since(start).Round(100*time.Millisecond))
+	rc, err := jobExitCode(ctx, job)
+	if err != nil {
+		return -1, err
+	}
+	if cfg.Out != "" {
+		if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+			return -1, err
+		}
+		if err := copyOut(ctx, job, work, cfg.Out); err != nil {
+			return -1, fmt.Errorf("copying /job/out to %s: %w", cfg.Out, err)
+		}
+	}
+	return rc, nil
+}
+
+// jobDisk writes the job disk: the command as /run, the inputs under /in,
+// an empty /out, with room for what the job writes.
+func jobDisk(ctx context.Context, cfg RunConfig, work, disk string) error {
+	stage := filepath.Join(work, "job")
+	for _, d := range []string{"in", "out"} {
+		if err := os.MkdirAll(filepath.Join(stage, d), 0o755); err != nil {
+			return err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(stage, "run"), []byte(script(cfg.Cmd)), 0o755); err != nil {
+		return err
+	}
+	if cfg.NoSwap {
+		if err := os.WriteFile(filepath.Join(stage, "no-swap"), nil, 0o644); err != nil {
+			return err
+		}
+	}
+	for _, in := range cfg.In {
+		if err := run(ctx, cfg.Log, "cp", "-a", in, filepath.Join(stage, "in")); err != nil {
+			return err
+		}
+	}
+	size, err := treeSize(stage)
+	if err != nil {
+		return err
+	}
+	// Room for the job's results; the file is sparse, so only what is
+	// written takes space on the host.
+	mib := size/(1<<20)*5/4 + 2048
+	return run(ctx, cfg.Log, "mkfs.ext4", "-q", "-F", "-L", "berth-vm-job", "-d", stage, disk, strconv.FormatInt(mib, 10)+"M")
+}
+
+// script turns the command into /job/run: one argument is a script of its
+// own, several are one command, quoted.
+func script(cmd []string) string {
+	if len(cmd) == 1 {
+		return "#!/bin/bash\n" + cmd[0] + "\n"
+	}
+	q := make([]string, len(cmd))
+	for i, a := range cmd {
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return "#!/bin/bash\nexec " + strings.Join(q, " ") + "\n"
+}
+
+func treeSize(dir string) (int64, error) {
+	var n int64
+	err := filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
+		if err == nil {
+			n += fi.Size()
+		}
+		return err
+	})
+	return n, err
+}
+
+// boot runs QEMU until the machine powers off, copying the job's serial
+// port to cfg.Stdout as it is written.
+func boot(ctx context.Context, cfg RunConfig, work, job, init string) error {
+	port := filepath.Join(work, "job.out")
+	console := filepath.Join(work, "console.log")
+	args := append(accel(),
+		"-smp", strconv.Itoa(cfg.CPUs), "-m", strconv.Itoa(cfg.MemMiB),
+		"-nodefaults", "-nic", "none", "-display", "none", "-no-reboot",
+		"-kernel", cfg.Image.Kernel, "-initrd", cfg.Image.Initrd,
+		"-append", "console=ttyS0 loglevel=4 panic=-1 systemd.unified_cgroup_hierarchy=1 systemd.show_status=0 berth.init="+init+" "+cfg.Append,
+		"-drive", "file="+cfg.Image.Root+",format=raw,if=virtio,snapshot=on",
+		"-drive", "file="+job+",format=raw,if=virtio",
+		"-device", "virtio-rng-pci",
+		"-device", "virtio-serial-pci",
+		"-chardev", "file,id=job,path="+port,
+		"-device", "virtserialport,chardev=job,name=job",
+		"-serial", "file:"+console,
+	)
+	qemu := exec.CommandContext(ctx, "qemu-system-x86_64", args...)
+	// The root disk's snapshot overlay goes where TMPDIR says: the run's
+	// work directory, removed with it.
+	qemu.Env = append(os.Environ(), "TMPDIR="+work)
+	var stderr bytes.Buffer
+	qemu.Stderr = &stderr
+	if err := qemu.Start(); err != nil {
+		return fmt.Errorf("qemu: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- qemu.Wait() }()
+	var err error
+	follow(port, cfg.Stdout, console, cfg.Console, done, &err)
+	if err != nil {
+		tail, _ := os.ReadFile(console)
+		if len(tail) > 4000 {
+			tail = tail[len(tail)-4000:]
+		}
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (console's last lines:\n%s)", ctx.Err(), tail)
+		} else {
+			err = fmt.Errorf("qemu: %w: %s (console's last lines:\n%s)", err, stderr.String(), tail)
+		}
+	}
+	return err
+}
+
+// follow copies the growing files to their writers until QEMU exits.
+func follow(port string, w io.Writer, console string, cw io.Writer, done <-chan error, err *error) {
+	var off, coff int64
+	for {
+		select {
+		case *err = <-done:
+			off = copyFrom(port, off, w)
+			copyFrom(console, coff, cw)
+			return
+		case <-time.After(200 * time.Millisecond):
+			off = copyFrom(port, off, w)
+			coff = copyFrom(console, coff, cw)
+		}
+	}
+}
+
+func copyFrom(path string, off int64, w io.Writer) int64 {
+	if w == nil {
+		return off
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return off
+	}
+	defer f.Close()
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		return off
+	}
+	n, _ := io.Copy(w, f)
+	return off + n
+}
+
+// accel uses KVM where the host has working hardware virtualization and
+// QEMU's TCG elsewhere. /dev/kvm alone is not enough: this development
+// machine registers one (PVM) without vmx/svm, and a stock guest kernel
+// hangs on it at once.
+func accel() []string {
+	cpuinfo, _ := os.ReadFile("/proc/cpuinfo")
+	hw := bytes.Contains(cpuinfo, []byte(" vmx")) || bytes.Contains(cpuinfo, []byte(" svm"))
+	if f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0); err == nil && hw {
+		f.Close()
+		return []string{"-accel", "kvm", "-cpu", "host"}
+	}
+	return []string{"-accel", "tcg,thread=multi", "-cpu", "max"}
+}
+
+// jobExitCode reads /rc from the job disk, which the machine wrote last.
+func jobExitCode(ctx context.Context, job string) (int, error) {
+	var out bytes.Buffer
+	if err := debugfs(ctx, job, "cat /rc", &out); err != nil {
+		return -1, err
+	}
+	s := strings.TrimSpace(out.String())
+	rc, err := strconv.Atoi(s)
+	if err != nil {
+		return -1, errors.New("the job did not finish: the machine wrote no exit code")
+	}
+	return rc, nil
+}
+
+// copyOut copies what the job left in /job/out into dst.
+func copyOut(ctx context.Context, job, work, dst string) error {
+	if err := debugfs(ctx, job, "rdump /out "+work, nil); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(filepath.Join(work, "out"))
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		to := filepath.Join(dst, e.Name())
+		os.RemoveAll(to)
+		if err := os.Rename(filepath.Join(work, "out", e.Name()), to); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func debugfs(ctx context.Context, disk, request string, out io.Writer) error {
+	c := exec.CommandContext(ctx, "debugfs", "-R", request, disk)
+	var stderr bytes.Buffer
+	c.Stdout, c.Stderr = out, &stderr
+	if err := c.Run(); err != nil {
+		return fmt.Errorf("debugfs %q: %w: %s", request, err, stderr.String())
+	}
+	return nil
+}
