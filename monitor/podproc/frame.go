@@ -36,7 +36,8 @@ const (
 )
 
 // Type is a message's type. A response has its request's type with
-// TypeResponse set.
+// TypeResponse set, or TypeResponse alone when what it answers was not a
+// request.
 type Type uint8
 
 // Message types.
@@ -194,7 +195,7 @@ var schema = [typeNops]struct{ may, must uint64 }{
 
 func fieldsOf(t Type) (may, must uint64, ok bool) {
 	switch {
-	case t > TypeResponse && t < TypeResponse+typeNops:
+	case t >= TypeResponse && t < TypeResponse+typeNops:
 		return respFields, bits(tagCode), true
 	case t >= TypePing && t < typeNops:
 		return schema[t].may, schema[t].must, true

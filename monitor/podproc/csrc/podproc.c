@@ -58,6 +58,7 @@ struct conn {
 	int kind; /* EV_CONN */
 	int fd;
 	int json;        /* a JSON line from a berth of protocol version 1 */
+	uint8_t type;    /* the request's: its response's is this with PP_RESPONSE */
 	uint8_t *buf;    /* header, then the payload */
 	size_t have;
 	uint32_t len;
@@ -156,28 +157,31 @@ static int reply(struct conn *c, struct pp_enc *e)
 	return conn_close(c);
 }
 
-static void begin(struct pp_enc *e, uint32_t code)
+static void begin(struct pp_enc *e, struct conn *c, uint32_t code)
 {
-	pp_begin(e, resp, sizeof resp, (uint8_t)(msg.type | PP_RESPONSE));
+	/* What is not a request is answered as no request in particular. */
+	uint8_t t = c->type >= 1 && c->type < PP_NOPS ? c->type : 0;
+	pp_begin(e, resp, sizeof resp, (uint8_t)(t | PP_RESPONSE));
 	pp_put_u32(e, PP_T_CODE, code);
 }
 
 static int fail(struct conn *c, uint32_t code, const char *fmt, ...)
 {
 	struct pp_enc e;
+	char text[512];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(why, sizeof why, fmt, ap);
+	vsnprintf(text, sizeof text, fmt, ap);
 	va_end(ap);
-	begin(&e, code);
-	pp_put_str(&e, PP_T_MSG, why);
+	begin(&e, c, code);
+	pp_put_str(&e, PP_T_MSG, text);
 	return reply(c, &e);
 }
 
 static int ok(struct conn *c)
 {
 	struct pp_enc e;
-	begin(&e, PP_C_OK);
+	begin(&e, c, PP_C_OK);
 	return reply(c, &e);
 }
 
@@ -196,7 +200,7 @@ static void put_state(struct pp_enc *e, struct proc *p)
 static int answer_state(struct conn *c, struct proc *p)
 {
 	struct pp_enc e;
-	begin(&e, PP_C_OK);
+	begin(&e, c, PP_C_OK);
 	put_state(&e, p);
 	return reply(c, &e);
 }
@@ -490,7 +494,7 @@ static int run(struct conn *c)
 	procs = p;
 	logmsg("podproc %s: %s runs %s (pid %d)", pod, p->id, msg.argv[0], (int)pid);
 	struct pp_enc enc;
-	begin(&enc, PP_C_OK);
+	begin(&enc, c, PP_C_OK);
 	pp_put_u32(&enc, PP_T_PID, (uint32_t)pid);
 	return reply(c, &enc);
 fail:
@@ -514,7 +518,7 @@ static int dispatch(struct conn *c)
 		return fail(c, PP_C_NOT_FOUND, "%s: no such container", msg.id);
 	switch (msg.type) {
 	case PP_PING:
-		begin(&e, PP_C_OK);
+		begin(&e, c, PP_C_OK);
 		pp_put_u32(&e, PP_T_PID, (uint32_t)getpid());
 		pp_put_u32(&e, PP_T_VMIN, PP_MIN_VERSION);
 		pp_put_u32(&e, PP_T_VMAX, PP_VERSION);
@@ -624,7 +628,7 @@ static int conn_read(struct conn *c)
 	}
 	const char *reason;
 	int r = pp_parse(c->buf, c->have, &msg, &reason);
-	msg.type = c->buf[2];
+	c->type = c->buf[2];
 	if (r == PP_E_VERSION)
 		return fail(c, PP_C_VERSION, "pod %s: its process speaks protocol versions %d to %d, not %u", pod, PP_MIN_VERSION,
 			    PP_VERSION, c->buf[1]);
@@ -705,6 +709,15 @@ int main(int argc, char **argv)
 			pod = argv[i + 1];
 		else if (strcmp(argv[i], "--ready-fd") == 0)
 			ready = atoi(argv[i + 1]);
+	}
+	/* Nothing inherited but stdio and the ready fd stays open: what this
+	 * process holds is no container's to see. */
+	if ((ready == 3 || close_range(3, ready < 3 ? ~0u : (unsigned)ready - 1, 0) == 0) &&
+	    (ready < 3 || close_range((unsigned)ready + 1, ~0u, 0) == 0)) {
+	} else { /* a kernel before 5.9 */
+		for (long fd = 3, max = sysconf(_SC_OPEN_MAX); fd < max; fd++)
+			if (fd != ready)
+				close((int)fd);
 	}
 	if (sock == NULL || argc % 2 == 0) {
 		static const char usage[] = "usage: berth-podproc --socket PATH [--pod ID] [--ready-fd FD]";

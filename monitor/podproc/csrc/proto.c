@@ -77,7 +77,7 @@ static int is_raw(uint8_t t)
 static uint64_t allowed(uint8_t t, uint64_t *must)
 {
 	*must = 0;
-	if (t >= PP_RESPONSE + 1 && t < PP_RESPONSE + PP_NOPS) {
+	if (t >= PP_RESPONSE && t < PP_RESPONSE + PP_NOPS) {
 		*must = B(PP_T_CODE);
 		return RESP;
 	}

@@ -142,8 +142,11 @@ static void test_invalid(void)
 	CHECK(parse(pp_end(&e)) == PP_E_INVALID);
 	pp_begin(&e, buf, sizeof buf, PP_NOPS);
 	CHECK(parse(pp_end(&e)) == PP_E_INVALID);
-	pp_begin(&e, buf, sizeof buf, PP_RESPONSE);
+	pp_begin(&e, buf, sizeof buf, PP_RESPONSE); /* to no request in particular: a code is still required */
 	CHECK(parse(pp_end(&e)) == PP_E_INVALID);
+	pp_begin(&e, buf, sizeof buf, PP_RESPONSE);
+	pp_put_u32(&e, PP_T_CODE, PP_C_INVALID);
+	CHECK(parse(pp_end(&e)) == PP_OK);
 	pp_begin(&e, buf, sizeof buf, PP_PING | PP_RESPONSE); /* no code */
 	CHECK(parse(pp_end(&e)) == PP_E_INVALID);
 	/* Fields against the schema. */
