@@ -61,7 +61,21 @@ type SpawnRequest struct {
 	Pid         int               `json:"pid,omitempty"`
 	Cgroup      string            `json:"cgroup,omitempty"`
 	CgroupPaths map[string]string `json:"cgroupPaths,omitempty"`
+	// Resources (update) replace the spec's resources: the OCI
+	// LinuxResources as JSON, merged by berth. The C pod process passes
+	// them on without parsing them (base64 in this JSON).
+	Resources []byte `json:"resources,omitempty"`
+	// Format is the result's: JSON (SpawnResult) by default, or
+	// SpawnFormatLines for the C pod process, which parses no JSON.
+	Format string `json:"format,omitempty"`
 }
+
+// SpawnFormatLines is the result as lines, each a key, a space and a
+// value: "pid N" (a create's or exec's process), "memcg DIR" (the
+// container's memory cgroup, whose oom_kill counter tells an OOM kill),
+// "error TEXT" (on one line), and "ok" last on success. A result without
+// "ok" or "error" is a helper that died before it answered.
+const SpawnFormatLines = "lines"
 
 // SpawnResult is the helper's answer.
 type SpawnResult struct {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"syscall"
 	"time"
 
@@ -53,55 +54,117 @@ type Client struct {
 
 // call sends one request and reads its one response frame.
 func (c *Client) call(ctx context.Context, req *frame) (*message, error) {
+	m, files, conn, err := c.exchange(ctx, req)
+	closeFiles(files)
+	if conn != nil {
+		conn.Close()
+	}
+	return m, err
+}
+
+// exchange sends one request and reads its response frame with the
+// descriptors sent along (an exec's stdio). On success the connection is
+// left open, without a deadline, for what follows the response.
+func (c *Client) exchange(ctx context.Context, req *frame) (m *message, files []*os.File, uc *net.UnixConn, err error) {
 	data, err := req.bytes()
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", c.Socket)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", monitor.ErrUnreachable, err)
+		return nil, nil, nil, fmt.Errorf("%w: %w", monitor.ErrUnreachable, err)
 	}
-	defer conn.Close()
+	uc = conn.(*net.UnixConn)
 	// Closing is how a cancelled call unblocks, and how the pod process
 	// learns that nobody waits any more.
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
+	defer func() {
+		if !stop() && err == nil {
+			err = ctx.Err()
+		}
+		if err != nil {
+			closeFiles(files)
+			files = nil
+			conn.Close()
+			uc = nil
+			return
+		}
+		conn.SetDeadline(time.Time{})
+	}()
 	if _, err := conn.Write(data); err != nil {
-		return nil, c.ioError(ctx, err)
+		return nil, nil, nil, c.ioError(ctx, err)
 	}
 	var h [HeaderSize]byte
-	if _, err := io.ReadFull(conn, h[:]); err != nil {
-		return nil, c.ioError(ctx, err)
+	oob := make([]byte, syscall.CmsgSpace(4*4))
+	n, oobn, _, _, err := uc.ReadMsgUnix(h[:], oob)
+	if oobn > 0 {
+		var perr error
+		if files, perr = parseRights(oob[:oobn]); perr != nil && err == nil {
+			err = perr
+		}
 	}
-	n, herr := header(h[:])
+	if err == nil && n < HeaderSize {
+		_, err = io.ReadFull(conn, h[n:])
+	}
+	if err == nil && n == 0 {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		return nil, files, nil, c.ioError(ctx, err)
+	}
+	size, herr := header(h[:])
 	if herr != nil && !errors.Is(herr, errVersion) {
-		return nil, fmt.Errorf("pod process %s: bad response: %w", c.Socket, herr)
+		return nil, files, nil, fmt.Errorf("pod process %s: bad response: %w", c.Socket, herr)
 	}
-	resp := make([]byte, HeaderSize+n)
+	resp := make([]byte, HeaderSize+size)
 	copy(resp, h[:])
 	if _, err := io.ReadFull(conn, resp[HeaderSize:]); err != nil {
-		return nil, c.ioError(ctx, err)
+		return nil, files, nil, c.ioError(ctx, err)
 	}
 	if herr != nil {
 		// Written in a version this side does not read: what it says
 		// cannot be trusted beyond that.
-		return nil, &VersionError{Socket: c.Socket, Theirs: int(h[1])}
+		return nil, files, nil, &VersionError{Socket: c.Socket, Theirs: int(h[1])}
 	}
-	m, err := decode(resp)
-	if err != nil {
-		return nil, fmt.Errorf("pod process %s: bad response: %w", c.Socket, err)
+	if m, err = decode(resp); err != nil {
+		return nil, files, nil, fmt.Errorf("pod process %s: bad response: %w", c.Socket, err)
 	}
 	if m.Type != Type(data[2])|TypeResponse {
-		return nil, fmt.Errorf("pod process %s: response of type %#x to a request of type %#x", c.Socket, uint8(m.Type), data[2])
+		return nil, files, nil, fmt.Errorf("pod process %s: response of type %#x to a request of type %#x", c.Socket, uint8(m.Type), data[2])
 	}
 	switch m.Code {
 	case CodeOK:
-		return m, nil
+		return m, files, uc, nil
 	case CodeVersion:
-		return nil, &VersionError{Socket: c.Socket, Theirs: int(m.Version), Msg: m.Msg}
+		return nil, files, nil, &VersionError{Socket: c.Socket, Theirs: int(m.Version), Msg: m.Msg}
 	}
-	return nil, &Error{Code: m.Code, Msg: m.Msg}
+	return nil, files, nil, &Error{Code: m.Code, Msg: m.Msg}
+}
+
+func parseRights(oob []byte) ([]*os.File, error) {
+	msgs, err := syscall.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, fmt.Errorf("parse control message: %w", err)
+	}
+	var files []*os.File
+	for i := range msgs {
+		fds, err := syscall.ParseUnixRights(&msgs[i])
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			syscall.CloseOnExec(fd)
+			files = append(files, os.NewFile(uintptr(fd), "podproc-stream"))
+		}
+	}
+	return files, nil
+}
+
+func closeFiles(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
 }
 
 func (c *Client) ioError(ctx context.Context, err error) error {
@@ -146,6 +209,8 @@ type RunRequest struct {
 	NewIPC, NewUTS, NewPID bool
 	// Cgroup is the directory whose oom_kill counter tells an OOM kill.
 	Cgroup string
+	// StdinOnce closes its stdin when the first attach with stdin ends.
+	StdinOnce bool
 }
 
 // Run starts r and returns its pid.
@@ -172,7 +237,7 @@ func (c *Client) Run(ctx context.Context, r *RunRequest) (int, error) {
 	for _, x := range []struct {
 		on bool
 		f  Flags
-	}{{r.Stdin, FlagStdin}, {r.NewIPC, FlagNewIPC}, {r.NewUTS, FlagNewUTS}, {r.NewPID, FlagNewPID}} {
+	}{{r.Stdin, FlagStdin}, {r.StdinOnce, FlagStdinOnce}, {r.NewIPC, FlagNewIPC}, {r.NewUTS, FlagNewUTS}, {r.NewPID, FlagNewPID}} {
 		if x.on {
 			fl |= x.f
 		}
@@ -188,13 +253,20 @@ func (c *Client) Run(ctx context.Context, r *RunRequest) (int, error) {
 }
 
 // CreateRequest creates a container through the spawn helper, blocked
-// before its process runs until Start.
+// before its process runs until Start. Dir holds the spec
+// (monitor.SpecFile) and receives exit.json; the output goes to LogPath
+// (none if empty) and to attached clients.
 type CreateRequest struct {
 	ID, Dir, LogPath string
 	Stdin, StdinOnce bool
+	// TTY: the spec's process has a terminal; its master is the pod
+	// process's, output and input both.
+	TTY bool
 }
 
-// Create creates a container (not in the pod process yet: CodeUnsupported).
+// Create creates a container and returns its init's pid. A helper that
+// fails leaves nothing behind: the pod process destroys what it made
+// before it answers.
 func (c *Client) Create(ctx context.Context, r *CreateRequest) (int, error) {
 	f := newFrame(TypeCreate)
 	f.str(tagID, r.ID)
@@ -206,6 +278,9 @@ func (c *Client) Create(ctx context.Context, r *CreateRequest) (int, error) {
 	}
 	if r.StdinOnce {
 		fl |= FlagStdinOnce
+	}
+	if r.TTY {
+		fl |= FlagTTY
 	}
 	if fl != 0 {
 		f.u32(tagFlags, uint32(fl))

@@ -412,10 +412,15 @@ func decode(b []byte) (*message, error) {
 				return nil, fmt.Errorf("signal %d out of range", u)
 			}
 			m.Signal = u
-		case tagWidth:
-			m.Width = u
-		case tagHeight:
-			m.Height = u
+		case tagWidth, tagHeight:
+			if u > 0xffff {
+				return nil, fmt.Errorf("terminal size %d out of range", u)
+			}
+			if tag == tagWidth {
+				m.Width = u
+			} else {
+				m.Height = u
+			}
 		case tagCode:
 			m.Code = Code(u)
 		case tagPid:

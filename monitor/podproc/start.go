@@ -22,6 +22,14 @@ type StartOptions struct {
 	Socket string
 	// Log receives the process's own messages (stderr); nil discards them.
 	Log *os.File
+	// Spawn is the spawn helper (berth-spawn) and Root libcontainer's
+	// state root; without them the process refuses CREATE, EXEC and
+	// UPDATE. Systemd is the systemd cgroup driver.
+	Spawn, Root string
+	Systemd     bool
+	// Env is the process's environment, which the helper inherits
+	// (fault points in tests); empty by default.
+	Env []string
 }
 
 // readyFD is where the process reports "ok" once it serves its socket.
@@ -36,13 +44,20 @@ func Start(ctx context.Context, o StartOptions) (*os.Process, error) {
 		return nil, err
 	}
 	defer syncR.Close()
-	cmd := exec.Command(o.Binary, "--socket", o.Socket, "--pod", o.PodID, "--ready-fd", fmt.Sprint(readyFD))
+	args := []string{"--socket", o.Socket, "--pod", o.PodID, "--ready-fd", fmt.Sprint(readyFD)}
+	if o.Spawn != "" {
+		args = append(args, "--spawn", o.Spawn, "--root", o.Root)
+		if o.Systemd {
+			args = append(args, "--systemd", "1")
+		}
+	}
+	cmd := exec.Command(o.Binary, args...)
 	if o.Log != nil {
 		cmd.Stdout, cmd.Stderr = o.Log, o.Log
 	}
 	cmd.ExtraFiles = []*os.File{syncW}
 	cmd.Dir = "/"
-	cmd.Env = []string{}
+	cmd.Env = append([]string{}, o.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	err = cmd.Start()
 	syncW.Close()

@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/opencontainers/runc/libcontainer"
 	"github.com/opencontainers/runc/libcontainer/configs"
@@ -51,8 +52,7 @@ func Main(fault *faultpoint.Point) int {
 	} else {
 		res = run(req, fault)
 	}
-	out, _ := json.Marshal(res)
-	result.Write(out)
+	result.Write(encodeResult(req.Format, res))
 	result.Close()
 	if res.Error != "" {
 		return 1
@@ -65,6 +65,30 @@ func Main(fault *faultpoint.Point) int {
 	// or dies.
 	io.Copy(io.Discard, ack)
 	return 0
+}
+
+// encodeResult is the result in the request's format.
+func encodeResult(format string, res *monitor.SpawnResult) []byte {
+	if format != monitor.SpawnFormatLines {
+		out, _ := json.Marshal(res)
+		return out
+	}
+	if res.Error != "" {
+		return []byte("error " + strings.Join(strings.Fields(res.Error), " ") + "\n")
+	}
+	var b strings.Builder
+	if res.Pid > 0 {
+		fmt.Fprintf(&b, "pid %d\n", res.Pid)
+	}
+	// cgroup v1's memory hierarchy, or v2's unified one.
+	for _, k := range []string{"memory", ""} {
+		if d, ok := res.Cgroups[k]; ok && !strings.ContainsAny(d, "\n") {
+			fmt.Fprintf(&b, "memcg %s\n", d)
+			break
+		}
+	}
+	b.WriteString("ok\n")
+	return []byte(b.String())
 }
 
 func run(r *monitor.SpawnRequest, fault *faultpoint.Point) *monitor.SpawnResult {
@@ -104,6 +128,16 @@ func run(r *monitor.SpawnRequest, fault *faultpoint.Point) *monitor.SpawnResult 
 		if spec, err = monitor.ReadSpec(r.Dir); err != nil {
 			return fail(err)
 		}
+	}
+	if r.Resources != nil {
+		res := &specs.LinuxResources{}
+		if err := json.Unmarshal(r.Resources, res); err != nil {
+			return fail(fmt.Errorf("update: resources: %w", err))
+		}
+		if spec.Linux == nil {
+			spec.Linux = &specs.Linux{}
+		}
+		spec.Linux.Resources = res
 	}
 	switch r.Op {
 	case monitor.SpawnCreate:

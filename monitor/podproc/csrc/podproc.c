@@ -1,15 +1,21 @@
 /*
  * berth-podproc: the pod's own process (docs/podproc.md). One runs per pod
  * for the pod's whole life, outliving berth: it is the child subreaper and
- * parent of the pod's processes, copies their output into CRI log files,
- * records each exit to disk the moment it happens (exit.json, written
- * atomically), and answers berth's calls on a unix socket in the framed
- * protocol of proto.h. Single-threaded: one epoll loop over the listening
- * socket, a signalfd for SIGCHLD, the output pipes and the connections.
+ * parent of the pod's processes, copies their output into CRI log files
+ * and to attached clients, records each exit to disk the moment it happens
+ * (exit.json, written atomically), and answers berth's calls on a unix
+ * socket in the framed protocol of proto.h. Containers are created, exec'd
+ * and updated by the spawn helper (berth-spawn, Go, libcontainer), one run
+ * per call, which this process runs and whose processes it inherits.
+ * Single-threaded: one epoll loop over the listening socket, a signalfd
+ * for SIGCHLD, the output pipes, the helpers' results and the connections.
  *
  *   berth-podproc --socket PATH [--pod ID] [--ready-fd FD]
+ *                 [--spawn BIN --root DIR [--systemd 1]]
  *
  * --ready-fd gets "ok" (or the error) once the socket is served, then EOF.
+ * --spawn is the helper, --root libcontainer's state root, --systemd 1 the
+ * systemd cgroup driver; without them CREATE, EXEC and UPDATE are refused.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -22,6 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -36,10 +44,21 @@
 #include "proto.h"
 
 #define READ_BUF 8192
-#define DRAIN_MS 2000 /* how long an exit waits for its output to reach EOF */
+#define DRAIN_MS 2000	/* how long an exit waits for its output to reach EOF */
+#define SPAWN_MS 120000 /* a helper run that takes longer is killed */
 #define MAX_CONNS 128
 
-enum { EV_LISTEN = 1, EV_SIGNAL, EV_CONN, EV_PIPE };
+enum { EV_LISTEN = 1, EV_SIGNAL, EV_CONN, EV_PIPE, EV_FIFO, EV_STDIN, EV_JOB };
+/* Processes: RUN's own children, containers' inits, exec processes. */
+enum { K_RUN, K_CTR, K_EXEC };
+/* What a connection does once its request is read: M_CALL reads it,
+ * M_WAIT waits in p->waiters, M_ATTACH streams in p->attached, M_HELD
+ * waits for a helper or a start (*held points to it), M_EXEC waits for
+ * its exec process p to end. In all but M_CALL and M_ATTACH, anything
+ * read from berth, a hangup included, ends the call. */
+enum { M_CALL, M_WAIT, M_ATTACH, M_HELD, M_EXEC };
+enum { J_CREATE = 1, J_EXEC, J_UPDATE, J_DESTROY };
+static const char *const ops[] = {"", "create", "exec", "update", "destroy"};
 
 struct ev {
 	int kind;
@@ -48,47 +67,66 @@ struct ev {
 struct proc;
 
 struct pipe_ev {
-	int kind; /* EV_PIPE */
-	int fd;   /* -1 once at EOF */
+	int kind; /* EV_PIPE, EV_FIFO, EV_STDIN */
+	int fd;	  /* -1 once closed */
 	int stream;
 	struct proc *p;
 };
 
 struct conn {
 	int kind; /* EV_CONN */
-	int fd;
-	int json;        /* a JSON line from a berth of protocol version 1 */
-	uint8_t type;    /* the request's: its response's is this with PP_RESPONSE */
-	uint8_t *buf;    /* header, then the payload */
+	int fd, json, mode;
+	uint8_t type;	 /* the request's: its response's is this with PP_RESPONSE */
+	uint8_t *buf;	 /* header, then the payload */
 	size_t have;
-	uint32_t len;
-	struct proc *waits; /* a WAIT pending on it */
-	struct conn *next;  /* among waits's waiters */
+	uint32_t len, flags; /* flags: ATTACH's */
+	struct proc *p;
+	struct conn *next; /* among p's waiters or attached */
+	struct conn **held;
 };
+
+struct job; /* one run of the spawn helper */
 
 struct proc {
 	struct proc *next;
-	char *id, *dir, *cgroup;
+	char *id, *dir, *cgroup; /* cgroup: where the oom_kill counter is */
 	struct logw log;
+	int kind, state, reaped, status, pidfd, tty, stdin_once, destroying;
 	pid_t pid;
-	int state, reaped, status;
 	struct timespec finished;
 	long long drain; /* monotonic ms by which the exit is recorded; 0 none */
-	struct pipe_ev out[2];
-	int stdin_fd;
+	struct pipe_ev out[2], fifo, in; /* in: our end of its stdin */
+	uint8_t *inpend;		 /* input that did not fit its stdin yet */
+	size_t inlen;
 	int32_t exit;
 	uint32_t sig, oom;
-	struct conn *waiters;
+	struct conn *waiters, *attached, *starter, *execc;
+	struct job *job; /* the destroy of what an exited container left */
+};
+
+struct job {
+	int kind; /* EV_JOB */
+	int fd, ack, console, op, ours[3], nours;
+	pid_t helper; /* 0 once reaped */
+	long long deadline;
+	struct proc *p;
+	struct conn *c;
+	char *err; /* a destroy after a failed create: the create's answer */
+	size_t n;
+	char res[2048];
+	struct job *next;
 };
 
 static struct ev listen_ev = {EV_LISTEN}, signal_ev = {EV_SIGNAL};
-static int epfd, lfd, sfd, nconns, quit;
-static const char *pod = "", *sock;
+static int epfd, lfd, sfd, nconns, quit, systemd;
+static const char *pod = "", *sock, *spawn_bin, *root;
 static struct proc *procs;
+static struct job *jobs;
 static struct pp_msg msg;
 static uint8_t resp[4096];
 static char why[512];
 static char rbuf[READ_BUF];
+extern char **environ;
 
 static void logmsg(const char *fmt, ...)
 {
@@ -112,31 +150,149 @@ static long long now_ms(void)
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* find: a container or RUN's process by id (exec processes have none). */
 static struct proc *find(const char *id)
 {
 	for (struct proc *p = procs; p != NULL; p = p->next)
-		if (strcmp(p->id, id) == 0)
+		if (p->kind != K_EXEC && strcmp(p->id, id) == 0)
 			return p;
 	return NULL;
 }
 
+static void unlink_proc(struct proc *p)
+{
+	struct proc **pp = &procs;
+	while (*pp != p)
+		pp = &(*pp)->next;
+	*pp = p->next;
+}
+
+static int watch(int fd, void *ev, uint32_t events)
+{
+	struct epoll_event ee = {.events = events, .data.ptr = ev};
+	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ee);
+}
+
+static void pipe_close(struct pipe_ev *pe)
+{
+	if (pe->fd < 0)
+		return;
+	epoll_ctl(epfd, EPOLL_CTL_DEL, pe->fd, NULL);
+	close(pe->fd);
+	pe->fd = -1;
+}
+
+/* psignal signals a process not yet reaped: its pid is still ours. */
+static int proc_kill(struct proc *p, int sig)
+{
+	if (p->pidfd >= 0)
+		return (int)syscall(SYS_pidfd_send_signal, p->pidfd, sig, NULL, 0);
+	return kill(p->pid, sig);
+}
+
 /*
- * Connections and processes are freed only once the batch of events being
- * handled is done (graveyard): a later event of the batch may still name
- * one that an earlier event ended. An ended one's kind is 0.
+ * Connections, processes and jobs are freed only once the batch of events
+ * being handled is done (graveyard): a later event of the batch may still
+ * name one that an earlier event ended. An ended one's kind is 0.
  */
 static struct conn *dead_conns;
 static struct proc *dead_procs;
+static struct job *dead_jobs;
+
+static void settle(struct proc *p);
+
+/* Input: written to the process's stdin as it takes it. While some waits,
+ * the attached clients that send input are not read. */
+static void pause_input(struct proc *p, int pause)
+{
+	for (struct conn *c = p->attached; c != NULL; c = c->next) {
+		struct epoll_event ee = {.events = pause ? 0 : EPOLLIN | EPOLLRDHUP, .data.ptr = c};
+		if (c->flags & PP_FL_STDIN)
+			epoll_ctl(epfd, EPOLL_CTL_MOD, c->fd, &ee);
+	}
+}
+
+static void input_drop(struct proc *p)
+{
+	if (p->inpend == NULL)
+		return;
+	free(p->inpend);
+	p->inpend = NULL;
+	epoll_ctl(epfd, EPOLL_CTL_DEL, p->in.fd, NULL);
+	pause_input(p, 0);
+}
+
+static void input(struct proc *p, const uint8_t *d, size_t n)
+{
+	ssize_t w = p->in.fd < 0 ? (ssize_t)n : write(p->in.fd, d, n);
+	if (w < 0) /* the process closed its stdin: dropped */
+		w = errno == EAGAIN ? 0 : (ssize_t)n;
+	if ((size_t)w == n || (p->inpend = malloc(n - (size_t)w)) == NULL)
+		return;
+	memcpy(p->inpend, d + w, n - (size_t)w);
+	p->inlen = n - (size_t)w;
+	if (watch(p->in.fd, &p->in, EPOLLOUT) < 0) {
+		free(p->inpend);
+		p->inpend = NULL;
+		return;
+	}
+	pause_input(p, 1);
+}
+
+static void input_ready(struct proc *p)
+{
+	ssize_t w = write(p->in.fd, p->inpend, p->inlen);
+	if (w < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (w > 0 && (size_t)w < p->inlen) {
+		memmove(p->inpend, p->inpend + w, p->inlen - (size_t)w);
+		p->inlen -= (size_t)w;
+		return;
+	}
+	input_drop(p);
+}
+
+static void stdin_close(struct proc *p)
+{
+	input_drop(p);
+	if (p->in.fd >= 0)
+		close(p->in.fd);
+	p->in.fd = -1;
+}
+
+/* stdin_once ends the input of a process made with stdin-once. A
+ * terminal cannot be half-closed: it is closed whole, hung up. */
+static void stdin_once(struct proc *p)
+{
+	if (!p->stdin_once)
+		return;
+	stdin_close(p);
+	if (p->tty) {
+		pipe_close(&p->out[0]);
+		settle(p);
+	}
+}
 
 static int conn_close(struct conn *c)
 {
-	if (c->waits != NULL) {
-		struct conn **pp = &c->waits->waiters;
+	struct proc *p = c->p;
+	if (c->mode == M_WAIT || c->mode == M_ATTACH) {
+		struct conn **pp = c->mode == M_WAIT ? &p->waiters : &p->attached;
 		while (*pp != c)
 			pp = &(*pp)->next;
 		*pp = c->next;
-		c->waits = NULL;
+		/* stdin-once: the first attach session with stdin is over. */
+		if (c->mode == M_ATTACH && (c->flags & PP_FL_STDIN))
+			stdin_once(p);
 	}
+	if (c->mode == M_EXEC) { /* nobody is left to see its output or exit */
+		p->execc = NULL;
+		if (!p->reaped)
+			proc_kill(p, SIGKILL);
+	}
+	if (c->held != NULL)
+		*c->held = NULL;
+	c->mode = M_CALL;
 	epoll_ctl(epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
 	c->kind = 0;
@@ -146,14 +302,44 @@ static int conn_close(struct conn *c)
 	return 0;
 }
 
-/* reply sends a whole response and ends the call. A response is small and
- * the client waits for it, so it fits the socket's buffer at once; if not,
- * the client sees the connection end without one. */
-static int reply(struct conn *c, struct pp_enc *e)
+/* send_frame sends a frame whole, with descriptors if any. A client that
+ * cannot take it at once is too slow or gone: -1. Responses are small and
+ * awaited, so they fit the socket's buffer. */
+static int send_frame(int fd, const void *hdr, size_t hn, const void *data, size_t dn, const int *fds, int nfds)
+{
+	struct iovec iov[2] = {{(void *)hdr, hn}, {(void *)data, dn}};
+	union {
+		char buf[CMSG_SPACE(3 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct msghdr mh = {.msg_iov = iov, .msg_iovlen = dn > 0 ? 2 : 1};
+	if (nfds > 0) {
+		memset(&u, 0, sizeof u);
+		mh.msg_control = u.buf;
+		mh.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+		memcpy(CMSG_DATA(cm), fds, (size_t)nfds * sizeof(int));
+	}
+	return sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)(hn + dn) ? 0 : -1;
+}
+
+static int respond(struct conn *c, struct pp_enc *e, const int *fds, int nfds)
 {
 	size_t n = pp_end(e);
-	if (n > 0 && send(c->fd, e->buf, n, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)n)
+	if (n == 0 || send_frame(c->fd, e->buf, n, NULL, 0, fds, nfds) < 0) {
 		logmsg("podproc %s: response lost", pod);
+		return -1;
+	}
+	return 0;
+}
+
+/* reply sends a response and ends the call. */
+static int reply(struct conn *c, struct pp_enc *e)
+{
+	respond(c, e, NULL, 0);
 	return conn_close(c);
 }
 
@@ -185,24 +371,35 @@ static int ok(struct conn *c)
 	return reply(c, &e);
 }
 
-static void put_state(struct pp_enc *e, struct proc *p)
+static void put_exit(struct pp_enc *e, struct proc *p)
 {
-	pp_put_u32(e, PP_T_PID, (uint32_t)p->pid);
-	pp_put_u32(e, PP_T_STATE, (uint32_t)p->state);
-	if (p->state == PP_S_EXITED) {
-		pp_put_u32(e, PP_T_EXIT, (uint32_t)p->exit);
-		pp_put_u32(e, PP_T_EXITSIG, p->sig);
-		pp_put_u64(e, PP_T_FINISHED, (uint64_t)p->finished.tv_sec * 1000000000u + (uint64_t)p->finished.tv_nsec);
-		pp_put_u32(e, PP_T_OOM, p->oom);
-	}
+	pp_put_u32(e, PP_T_EXIT, (uint32_t)p->exit);
+	pp_put_u32(e, PP_T_EXITSIG, p->sig);
+	pp_put_u64(e, PP_T_FINISHED, (uint64_t)p->finished.tv_sec * 1000000000u + (uint64_t)p->finished.tv_nsec);
+	pp_put_u32(e, PP_T_OOM, p->oom);
 }
 
 static int answer_state(struct conn *c, struct proc *p)
 {
 	struct pp_enc e;
 	begin(&e, c, PP_C_OK);
-	put_state(&e, p);
+	pp_put_u32(&e, PP_T_PID, (uint32_t)p->pid);
+	pp_put_u32(&e, PP_T_STATE, (uint32_t)p->state);
+	if (p->state == PP_S_EXITED)
+		put_exit(&e, p);
 	return reply(c, &e);
+}
+
+/* send_exit ends a stream (an attach, an exec's) with the exit. */
+static void send_exit(struct conn *c, struct proc *p)
+{
+	struct pp_enc e;
+	pp_begin(&e, resp, sizeof resp, PP_F_EXIT);
+	put_exit(&e, p);
+	size_t n = pp_end(&e);
+	if (n > 0)
+		send_frame(c->fd, e.buf, n, NULL, 0, NULL, 0);
+	conn_close(c);
 }
 
 /* oom_killed reads the oom_kill counter of a cgroup's memory.events (v2)
@@ -270,8 +467,28 @@ static int write_exit(struct proc *p)
 	return 0;
 }
 
+/* proc_end ends a process's record: unlinked from procs already. */
+static void proc_end(struct proc *p)
+{
+	for (int i = 0; i < 2; i++) {
+		pipe_close(&p->out[i]);
+		p->out[i].kind = 0;
+	}
+	pipe_close(&p->fifo);
+	p->fifo.kind = 0;
+	stdin_close(p);
+	p->in.kind = 0;
+	if (p->pidfd >= 0)
+		close(p->pidfd);
+	if (p->job != NULL)
+		p->job->p = NULL;
+	logw_close(&p->log);
+	p->next = dead_procs;
+	dead_procs = p;
+}
+
 /* finish records the exit of a reaped process whose output is drained
- * (or has had DRAIN_MS to drain) and answers its waiters. */
+ * (or has had DRAIN_MS to drain) and tells whoever waits for it. */
 static void finish(struct proc *p)
 {
 	if (WIFSIGNALED(p->status)) {
@@ -280,18 +497,21 @@ static void finish(struct proc *p)
 	} else {
 		p->exit = WEXITSTATUS(p->status);
 	}
-	p->oom = oom_killed(p->cgroup);
-	if (write_exit(p) < 0)
+	if (p->kind != K_EXEC && write_exit(p) < 0)
 		logmsg("podproc %s: record exit of %s in %s: %s", pod, p->id, p->dir, strerror(errno));
 	p->state = PP_S_EXITED;
 	p->drain = 0;
-	if (p->stdin_fd >= 0) {
-		close(p->stdin_fd);
-		p->stdin_fd = -1;
-	}
-	while (p->waiters != NULL) {
-		struct conn *c = p->waiters;
-		answer_state(c, p); /* unlinks c */
+	stdin_close(p);
+	while (p->waiters != NULL)
+		answer_state(p->waiters, p); /* unlinks it */
+	while (p->attached != NULL)
+		send_exit(p->attached, p);
+	if (p->kind == K_EXEC) {
+		if (p->execc != NULL)
+			send_exit(p->execc, p);
+		unlink_proc(p);
+		proc_end(p);
+		return;
 	}
 	logmsg("podproc %s: %s (pid %d) exited: code %d signal %u oom %u", pod, p->id, (int)p->pid, (int)p->exit, p->sig, p->oom);
 }
@@ -299,6 +519,354 @@ static void finish(struct proc *p)
 static int drained(struct proc *p)
 {
 	return p->out[0].fd < 0 && p->out[1].fd < 0;
+}
+
+/* settle records the exit once the process is reaped, its output drained
+ * and what the container left destroyed. */
+static void settle(struct proc *p)
+{
+	if (p->reaped && p->state != PP_S_EXITED && drained(p) && !p->destroying)
+		finish(p);
+}
+
+/* The spawn helper's run: its request is JSON on its stdin (a memfd). */
+static void jquote(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if (ch == '"' || ch == '\\')
+			fprintf(f, "\\%c", ch);
+		else if (ch < 0x20)
+			fprintf(f, "\\u%04x", ch);
+		else
+			fputc(ch, f);
+	}
+	fputc('"', f);
+}
+
+static void jstr(FILE *f, const char *key, const char *s)
+{
+	fprintf(f, ",\"%s\":", key);
+	jquote(f, s);
+}
+
+/* jb64: bytes as base64, as Go's encoding/json reads a []byte. */
+static void jb64(FILE *f, const char *key, const uint8_t *d, size_t n)
+{
+	static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	fprintf(f, ",\"%s\":\"", key);
+	for (size_t i = 0; i < n; i += 3) {
+		uint32_t v = (uint32_t)d[i] << 16 | (i + 1 < n ? (uint32_t)d[i + 1] << 8 : 0) | (i + 2 < n ? d[i + 2] : 0);
+		char o[4] = {t[v >> 18 & 63], t[v >> 12 & 63], i + 1 < n ? t[v >> 6 & 63] : '=', i + 2 < n ? t[v & 63] : '='};
+		fwrite(o, 1, 4, f);
+	}
+	fputc('"', f);
+}
+
+/* helper_exec runs in the helper's process: its descriptors are 0 the
+ * request, 1 /dev/null, 2 our log, 3 the result, 4 the ack, 5... the
+ * stdio (monitor/spawnproto.go). */
+static void helper_exec(int in, int res, int ack, const int *theirs, int nt)
+{
+	int src[8] = {in, open("/dev/null", O_WRONLY | O_CLOEXEC), 2, res, ack}, n = 5 + nt;
+	sigset_t none;
+	for (int i = 0; i < nt; i++)
+		src[5 + i] = theirs[i];
+	for (int i = 0; i < n; i++) /* out of the way of 0..n-1 first */
+		if ((src[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 16)) < 0)
+			_exit(127);
+	for (int i = 0; i < n; i++)
+		if (dup2(src[i], i) < 0)
+			_exit(127);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGPIPE, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
+	signal(SIGINT, SIG_DFL);
+	char *argv[] = {(char *)spawn_bin, NULL};
+	execve(spawn_bin, argv, environ);
+	_exit(127);
+}
+
+/* spawn starts a helper run for id; fl are the stdio it is handed (theirs),
+ * msg the request's arguments. The job answers once the helper has. */
+static struct job *spawn(int op, const char *id, const char *dir, const int *theirs, int nt, uint32_t fl)
+{
+	int in = memfd_create("spawn-request", MFD_CLOEXEC), res[2] = {-1, -1}, ack[2] = {-1, -1}, e;
+	struct job *j = calloc(1, sizeof *j);
+	FILE *f = in < 0 ? NULL : fdopen(fcntl(in, F_DUPFD_CLOEXEC, 0), "w");
+	if (j == NULL || f == NULL)
+		goto fail;
+	fprintf(f, "{\"op\":\"%s\",\"format\":\"lines\",\"systemd\":%s", ops[op], systemd ? "true" : "false");
+	jstr(f, "root", root);
+	jstr(f, "id", id);
+	if (dir != NULL)
+		jstr(f, "dir", dir);
+	if (op == J_CREATE || op == J_EXEC)
+		fprintf(f, ",\"stdin\":%s,\"stdout\":%s,\"stderr\":%s,\"tty\":%s", fl & PP_FL_STDIN ? "true" : "false",
+			fl & PP_FL_STDOUT ? "true" : "false", fl & PP_FL_STDERR ? "true" : "false", fl & PP_FL_TTY ? "true" : "false");
+	if (op == J_EXEC) {
+		fprintf(f, ",\"width\":%u,\"height\":%u,\"args\":[", (unsigned)msg.width, (unsigned)msg.height);
+		for (unsigned i = 0; i < msg.nargv; i++) {
+			if (i > 0)
+				fputc(',', f);
+			jquote(f, msg.argv[i]);
+		}
+		fputc(']', f);
+	}
+	if (op == J_UPDATE)
+		jb64(f, "resources", msg.data, msg.ndata);
+	fputc('}', f);
+	e = fclose(f);
+	f = NULL;
+	if (e != 0 || lseek(in, 0, SEEK_SET) < 0 || pipe2(res, O_CLOEXEC) < 0 || pipe2(ack, O_CLOEXEC) < 0)
+		goto fail;
+	pid_t pid = fork();
+	if (pid == 0)
+		helper_exec(in, res[1], ack[0], theirs, nt);
+	if (pid < 0)
+		goto fail;
+	close(in);
+	close(res[1]);
+	close(ack[0]);
+	*j = (struct job){.kind = EV_JOB, .fd = res[0], .ack = ack[1], .console = -1, .op = op, .helper = pid,
+			  .deadline = now_ms() + SPAWN_MS, .ours = {-1, -1, -1}, .next = jobs};
+	fcntl(res[0], F_SETFL, O_NONBLOCK);
+	if (watch(res[0], j, EPOLLIN) < 0) { /* cannot happen short of ENOMEM */
+		kill(pid, SIGKILL);
+		close(res[0]);
+		close(ack[1]);
+		free(j);
+		return NULL;
+	}
+	jobs = j;
+	return j;
+fail:
+	e = errno;
+	if (f != NULL)
+		fclose(f);
+	for (int i = 0; i < 2; i++) {
+		if (res[i] >= 0)
+			close(res[i]);
+		if (ack[i] >= 0)
+			close(ack[i]);
+	}
+	if (in >= 0)
+		close(in);
+	free(j);
+	errno = e;
+	return NULL;
+}
+
+/* recv_fd receives the terminal's master the container's init sent on
+ * the console socket before the helper answered. */
+static int recv_fd(int s)
+{
+	char b[256];
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = {b, sizeof b};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+	int fd = -1;
+	if (recvmsg(s, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) < 0)
+		return -1;
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	if (cm != NULL && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS && cm->cmsg_len == CMSG_LEN(sizeof(int)))
+		memcpy(&fd, CMSG_DATA(cm), sizeof fd);
+	else
+		errno = EBADMSG;
+	return fd;
+}
+
+static void watch_output(struct proc *p)
+{
+	for (int i = 0; i < 2; i++)
+		if (p->out[i].fd >= 0 && watch(p->out[i].fd, &p->out[i], EPOLLIN) < 0)
+			pipe_close(&p->out[i]); /* its output is lost; its exit is not */
+}
+
+static void job_end(struct job *j)
+{
+	struct job **jp = &jobs;
+	while (*jp != j)
+		jp = &(*jp)->next;
+	*jp = j->next;
+	epoll_ctl(epfd, EPOLL_CTL_DEL, j->fd, NULL);
+	close(j->fd);
+	close(j->ack); /* the helper may exit: we hold its process, or none */
+	if (j->console >= 0)
+		close(j->console);
+	for (int i = 0; i < j->nours; i++)
+		if (j->ours[i] >= 0)
+			close(j->ours[i]);
+	free(j->err);
+	j->kind = 0;
+	j->next = dead_jobs;
+	dead_jobs = j;
+}
+
+/* job_done acts on the helper's result, read whole: lines "pid N",
+ * "memcg DIR", "error TEXT", "ok" (monitor.SpawnFormatLines). */
+static void job_done(struct job *j)
+{
+	int okay = 0, pidfd = -1, master = -1;
+	pid_t pid = 0;
+	const char *err = NULL, *memcg = NULL;
+	struct proc *p = j->p;
+	struct conn *c = j->c;
+	struct pp_enc e;
+	j->res[j->n] = 0;
+	for (char *l = j->res, *nl; *l; l = nl) {
+		if ((nl = strchr(l, '\n')) != NULL)
+			*nl++ = 0;
+		else
+			nl = l + strlen(l);
+		if (strncmp(l, "pid ", 4) == 0)
+			pid = atoi(l + 4);
+		else if (strncmp(l, "memcg ", 6) == 0)
+			memcg = l + 6;
+		else if (strncmp(l, "error ", 6) == 0)
+			err = l + 6;
+		else if (strcmp(l, "ok") == 0)
+			okay = 1;
+	}
+	const char *id = p != NULL ? p->id : "?";
+	if (c != NULL)
+		c->held = NULL;
+	if (err == NULL && !okay) {
+		snprintf(why, sizeof why, "%s %s: the spawn helper ended without an answer", ops[j->op], id);
+		err = why;
+	} else if (err == NULL && (j->op == J_CREATE || j->op == J_EXEC)) {
+		/* Still the helper's unreaped child, so the pid is its. */
+		if (pid <= 0 || (pidfd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0) {
+			snprintf(why, sizeof why, "%s %s: no process (pid %d): %s", ops[j->op], id, (int)pid, strerror(errno));
+			err = why;
+		} else if (j->console >= 0 && (master = recv_fd(j->console)) < 0) {
+			snprintf(why, sizeof why, "%s %s: receive the terminal: %s", ops[j->op], id, strerror(errno));
+			err = why;
+			syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+			close(pidfd); /* reaped as an orphan */
+		}
+	}
+	if (err != NULL && j->op != J_DESTROY)
+		logmsg("podproc %s: %s", pod, err);
+	switch (j->op) {
+	case J_DESTROY:
+		if (err != NULL)
+			logmsg("podproc %s: destroy what %s left: %s", pod, j->err ? "a failed create" : id, err);
+		if (p != NULL) {
+			p->destroying = 0;
+			p->job = NULL;
+			settle(p);
+		}
+		if (c != NULL)
+			fail(c, PP_C_FAILED, "%s", j->err ? j->err : "destroyed");
+		break;
+	case J_UPDATE:
+		if (c != NULL && err != NULL)
+			fail(c, PP_C_FAILED, "%s", err);
+		else if (c != NULL)
+			ok(c);
+		break;
+	case J_CREATE:
+		if (err != NULL) {
+			/* What a helper that failed half-way left: a state dir that
+			 * would block the next create with this id, an init waiting
+			 * on its fifo. The caller is answered once it is gone. */
+			struct job *d = spawn(J_DESTROY, p->id, NULL, NULL, 0, 0);
+			if (d != NULL && (d->err = strdup(err)) != NULL && c != NULL) {
+				d->c = c;
+				c->held = &d->c;
+			} else if (c != NULL) {
+				fail(c, PP_C_FAILED, "%s", err);
+			}
+			unlink_proc(p);
+			proc_end(p);
+			break;
+		}
+		p->pid = pid;
+		p->pidfd = pidfd;
+		p->state = PP_S_CREATED;
+		p->cgroup = memcg != NULL ? strdup(memcg) : NULL;
+		if (master >= 0) {
+			fcntl(master, F_SETFL, O_NONBLOCK);
+			p->out[0] = (struct pipe_ev){EV_PIPE, master, 1, p};
+			p->in.fd = fcntl(master, F_DUPFD_CLOEXEC, 0);
+		}
+		watch_output(p);
+		logmsg("podproc %s: created %s (pid %d)", pod, p->id, (int)pid);
+		if (c != NULL) {
+			begin(&e, c, PP_C_OK);
+			pp_put_u32(&e, PP_T_PID, (uint32_t)pid);
+			reply(c, &e);
+		}
+		break;
+	case J_EXEC:
+		if (err != NULL) {
+			if (c != NULL)
+				fail(c, PP_C_FAILED, "%s", err);
+			proc_end(p);
+			break;
+		}
+		p->pid = pid;
+		p->pidfd = pidfd;
+		p->state = PP_S_RUNNING;
+		p->next = procs;
+		procs = p;
+		if (master >= 0)
+			j->ours[j->nours++] = master;
+		if (c == NULL) {
+			proc_kill(p, SIGKILL); /* berth hung up: nobody reads */
+			break;
+		}
+		c->mode = M_EXEC;
+		c->p = p;
+		p->execc = c;
+		begin(&e, c, PP_C_OK);
+		pp_put_u32(&e, PP_T_PID, (uint32_t)pid);
+		if (respond(c, &e, j->ours, j->nours) < 0)
+			conn_close(c);
+		break;
+	}
+	j->p = NULL;
+	job_end(j);
+}
+
+static void job_read(struct job *j)
+{
+	ssize_t n = read(j->fd, j->res + j->n, sizeof j->res - 1 - j->n);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n > 0 && (j->n += (size_t)n) < sizeof j->res - 1)
+		return;
+	job_done(j);
+}
+
+/* fifo_read: libcontainer's init writes a byte to its exec fifo once it
+ * is let go, then runs the container's program. dead: it was reaped. */
+static void fifo_read(struct pipe_ev *pe, int dead)
+{
+	struct proc *p = pe->p;
+	char b[16], path[PATH_MAX];
+	ssize_t n = read(pe->fd, b, sizeof b);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR) && !dead)
+		return;
+	pipe_close(pe);
+	struct conn *c = p->starter;
+	if (n > 0) {
+		p->state = PP_S_RUNNING;
+		if (snprintf(path, sizeof path, "%s/%s/exec.fifo", root, p->id) < (int)sizeof path)
+			unlink(path);
+		logmsg("podproc %s: started %s", pod, p->id);
+		if (c != NULL)
+			ok(c);
+	} else if (c != NULL) {
+		fail(c, dead ? PP_C_NOT_RUNNING : PP_C_FAILED, "%s: %s", p->id,
+		     dead ? "not running" : "its init closed its exec fifo without starting");
+	}
 }
 
 static void reap(void)
@@ -311,6 +879,9 @@ static void reap(void)
 		pid_t pid = waitpid(-1, &st, WNOHANG);
 		if (pid <= 0)
 			return;
+		for (struct job *j = jobs; j != NULL; j = j->next)
+			if (j->helper == pid)
+				j->helper = 0;
 		/* An orphan of a container (a subreaper's lot) is just reaped. */
 		for (struct proc *p = procs; p != NULL; p = p->next) {
 			if (p->pid != pid || p->reaped)
@@ -318,20 +889,25 @@ static void reap(void)
 			p->reaped = 1;
 			p->status = st;
 			clock_gettime(CLOCK_REALTIME, &p->finished);
-			if (drained(p))
-				finish(p);
-			else
-				p->drain = now_ms() + DRAIN_MS;
+			if (p->pidfd >= 0)
+				close(p->pidfd);
+			p->pidfd = -1;
+			p->oom = oom_killed(p->cgroup);
+			if (p->fifo.fd >= 0)
+				fifo_read(&p->fifo, 1);
+			if (p->kind == K_CTR) {
+				/* Kill what it left in its cgroup (so the pipes they
+				 * hold reach EOF), remove the cgroup and the state. */
+				if ((p->job = spawn(J_DESTROY, p->id, NULL, NULL, 0, 0)) != NULL) {
+					p->job->p = p;
+					p->destroying = 1;
+				}
+			}
+			p->drain = now_ms() + DRAIN_MS;
+			settle(p);
 			break;
 		}
 	}
-}
-
-static void pipe_close(struct pipe_ev *pe)
-{
-	epoll_ctl(epfd, EPOLL_CTL_DEL, pe->fd, NULL);
-	close(pe->fd);
-	pe->fd = -1;
 }
 
 static void pipe_read(struct pipe_ev *pe)
@@ -344,32 +920,24 @@ static void pipe_read(struct pipe_ev *pe)
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
 		logw_chunk(&p->log, pe->stream, rbuf, (size_t)n, &ts);
+		/* To each attached client at once, or it is cut off: the
+		 * process never waits for a client, nor does this one hold
+		 * output for it. */
+		for (struct conn *c = p->attached, *next; c != NULL; c = next) {
+			next = c->next;
+			uint8_t h[PP_HDR] = {PP_MAGIC, PP_VERSION, pe->stream == 1 ? PP_F_STDOUT : PP_F_STDERR, 0, (uint8_t)n,
+					     (uint8_t)(n >> 8), 0, 0};
+			if (!(c->flags & (pe->stream == 1 ? PP_FL_STDOUT : PP_FL_STDERR)))
+				continue;
+			if (send_frame(c->fd, h, sizeof h, rbuf, (size_t)n, NULL, 0) < 0) {
+				logmsg("podproc %s: %s: an attached client is too slow: cut off", pod, p->id);
+				conn_close(c);
+			}
+		}
 		return;
 	}
-	pipe_close(pe);
-	if (p->reaped && p->state != PP_S_EXITED && drained(p))
-		finish(p);
-}
-
-static int watch(int fd, void *ev, uint32_t events)
-{
-	struct epoll_event ee = {.events = events, .data.ptr = ev};
-	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ee);
-}
-
-/* proc_end ends a process's record: unlinked from procs already. */
-static void proc_end(struct proc *p)
-{
-	for (int i = 0; i < 2; i++) {
-		if (p->out[i].fd >= 0)
-			pipe_close(&p->out[i]);
-		p->out[i].kind = 0;
-	}
-	if (p->stdin_fd >= 0)
-		close(p->stdin_fd);
-	logw_close(&p->log);
-	p->next = dead_procs;
-	dead_procs = p;
+	pipe_close(pe); /* EOF, or EIO: a terminal whose other side is gone */
+	settle(p);
 }
 
 /* bury frees what the last batch of events ended. */
@@ -389,6 +957,81 @@ static void bury(void)
 		free(p->cgroup);
 		free(p);
 	}
+	while (dead_jobs != NULL) {
+		struct job *j = dead_jobs;
+		dead_jobs = j->next;
+		free(j);
+	}
+}
+
+static struct proc *proc_new(int kind, const char *id, const char *dir)
+{
+	struct proc *p = calloc(1, sizeof *p);
+	if (p == NULL)
+		return NULL;
+	p->kind = kind;
+	p->pidfd = p->log.fd = -1;
+	p->out[0] = p->out[1] = (struct pipe_ev){EV_PIPE, -1, 0, p};
+	p->fifo = (struct pipe_ev){EV_FIFO, -1, 0, p};
+	p->in = (struct pipe_ev){EV_STDIN, -1, 0, p};
+	p->id = strdup(id);
+	p->dir = dir != NULL ? strdup(dir) : NULL;
+	if (p->id == NULL || (dir != NULL && p->dir == NULL)) {
+		free(p->id);
+		free(p->dir);
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+/* stdio makes a process's pipes: theirs[] to hand it, in the order of
+ * monitor/spawnproto.go (stdin if asked, stdout, stderr), or the console
+ * socket alone with a terminal. Returns how many, -1 on failure. */
+static int stdio(struct proc *p, uint32_t fl, int theirs[3], int *console)
+{
+	int n = 0, fds[2];
+	if (fl & PP_FL_TTY) {
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) < 0)
+			return -1;
+		*console = fds[0];
+		theirs[n++] = fds[1];
+		return n;
+	}
+	if (fl & PP_FL_STDIN) {
+		if (pipe2(fds, O_CLOEXEC) < 0)
+			return -1;
+		theirs[n++] = fds[0];
+		p->in.fd = fds[1];
+		fcntl(fds[1], F_SETFL, O_NONBLOCK);
+	}
+	for (int i = 0; i < 2; i++) {
+		if (!(fl & (i == 0 ? PP_FL_STDOUT : PP_FL_STDERR)))
+			continue;
+		if (pipe2(fds, O_CLOEXEC) < 0)
+			return -1;
+		p->out[i].fd = fds[0];
+		p->out[i].stream = i + 1;
+		theirs[n++] = fds[1];
+		fcntl(fds[0], F_SETFL, O_NONBLOCK);
+	}
+	return n;
+}
+
+static void close_all(int *fds, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+}
+
+/* unlink_exit removes a stale exit.json: an earlier run's exit must not
+ * read as this one's. */
+static void unlink_exit(const char *dir)
+{
+	char old[PATH_MAX];
+	if (snprintf(old, sizeof old, "%s/exit.json", dir) < (int)sizeof old)
+		unlink(old);
 }
 
 /* child runs in the new process: its stdio, its network namespace, then
@@ -419,21 +1062,15 @@ fail:;
 
 static int run(struct conn *c)
 {
-	if (quit)
-		return fail(c, PP_C_INVALID, "pod %s: shutting down", pod);
-	if (find(msg.id) != NULL)
-		return fail(c, PP_C_EXISTS, "%s exists", msg.id);
 	if (msg.argv[0][0] != '/')
 		return fail(c, PP_C_INVALID, "run %s: the program must be an absolute path, not %s", msg.id, msg.argv[0]);
-	struct proc *p = calloc(1, sizeof *p);
-	int theirs[3] = {-1, -1, -1}, ep[2] = {-1, -1}, fds[2];
+	struct proc *p = proc_new(K_RUN, msg.id, msg.dir);
+	int theirs[3] = {-1, -1, -1}, ep[2] = {-1, -1}, console = -1;
 	if (p == NULL)
 		return fail(c, PP_C_FAILED, "out of memory");
-	p->stdin_fd = p->out[0].fd = p->out[1].fd = -1;
-	p->id = strdup(msg.id);
-	p->dir = strdup(msg.dir);
+	p->stdin_once = (msg.flags & PP_FL_STDIN_ONCE) != 0;
 	p->cgroup = msg.cgroup ? strdup(msg.cgroup) : NULL;
-	if (p->id == NULL || p->dir == NULL || (msg.cgroup && p->cgroup == NULL)) {
+	if (msg.cgroup && p->cgroup == NULL) {
 		errno = ENOMEM;
 		goto fail;
 	}
@@ -441,27 +1078,12 @@ static int run(struct conn *c)
 		snprintf(why, sizeof why, "%s: open log %s: %s", msg.id, msg.log, strerror(errno));
 		goto failwhy;
 	}
-	if (msg.flags & PP_FL_STDIN) {
-		if (pipe2(fds, O_CLOEXEC) < 0)
-			goto fail;
-		theirs[0] = fds[0];
-		p->stdin_fd = fds[1];
-	} else if ((theirs[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
+	if (!(msg.flags & PP_FL_STDIN) && (theirs[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
 		goto fail;
-	}
-	for (int i = 0; i < 2; i++) {
-		if (pipe2(fds, O_CLOEXEC) < 0)
-			goto fail;
-		p->out[i] = (struct pipe_ev){EV_PIPE, fds[0], i + 1, p};
-		theirs[i + 1] = fds[1];
-		fcntl(fds[0], F_SETFL, O_NONBLOCK);
-	}
-	if (pipe2(ep, O_CLOEXEC) < 0)
+	if (stdio(p, (msg.flags & PP_FL_STDIN) | PP_FL_STDOUT | PP_FL_STDERR, theirs + (theirs[0] >= 0), &console) < 0 ||
+	    pipe2(ep, O_CLOEXEC) < 0)
 		goto fail;
-	/* A fresh exit record: one from an earlier run must not read as this one's. */
-	char old[PATH_MAX];
-	if (snprintf(old, sizeof old, "%s/exit.json", msg.dir) < (int)sizeof old)
-		unlink(old);
+	unlink_exit(msg.dir);
 	unsigned long ns = (msg.flags & PP_FL_NEWIPC ? CLONE_NEWIPC : 0) | (msg.flags & PP_FL_NEWUTS ? CLONE_NEWUTS : 0) |
 			   (msg.flags & PP_FL_NEWPID ? CLONE_NEWPID : 0);
 	pid_t pid = (pid_t)syscall(SYS_clone, SIGCHLD | ns, 0, 0, 0, 0);
@@ -483,13 +1105,10 @@ static int run(struct conn *c)
 		goto failwhy;
 	}
 	close(ep[0]);
-	for (int i = 0; i < 3; i++)
-		close(theirs[i]);
+	close_all(theirs, 3);
 	p->pid = pid;
 	p->state = PP_S_RUNNING;
-	for (int i = 0; i < 2; i++)
-		if (watch(p->out[i].fd, &p->out[i], EPOLLIN) < 0)
-			pipe_close(&p->out[i]); /* its output is lost; its exit is not */
+	watch_output(p);
 	p->next = procs;
 	procs = p;
 	logmsg("podproc %s: %s runs %s (pid %d)", pod, p->id, msg.argv[0], (int)pid);
@@ -500,22 +1119,117 @@ static int run(struct conn *c)
 fail:
 	snprintf(why, sizeof why, "run %s: %s", msg.id, strerror(errno));
 failwhy:
-	for (int i = 0; i < 3; i++)
-		if (theirs[i] >= 0)
-			close(theirs[i]);
-	for (int i = 0; i < 2; i++)
-		if (ep[i] >= 0)
-			close(ep[i]);
+	close_all(theirs, 3);
+	close_all(ep, 2);
 	proc_end(p);
 	return fail(c, PP_C_FAILED, "%s", why);
+}
+
+/* create and exec hand the work to a helper run; the caller is answered
+ * when it is done (job_done). */
+static int create_exec(struct conn *c, struct proc *ctr)
+{
+	int theirs[3] = {-1, -1, -1}, console = -1, nt, op = ctr == NULL ? J_CREATE : J_EXEC;
+	uint32_t fl = msg.flags;
+	if (op == J_CREATE)
+		fl = (fl & PP_FL_TTY) ? PP_FL_TTY : (fl & PP_FL_STDIN) | PP_FL_STDOUT | PP_FL_STDERR;
+	struct proc *p = proc_new(op == J_CREATE ? K_CTR : K_EXEC, msg.id, op == J_CREATE ? msg.dir : NULL);
+	struct job *j = NULL;
+	if (p == NULL)
+		return fail(c, PP_C_FAILED, "out of memory");
+	p->stdin_once = (msg.flags & PP_FL_STDIN_ONCE) != 0;
+	p->tty = (fl & PP_FL_TTY) != 0;
+	if (op == J_CREATE && logw_open(&p->log, msg.log) < 0) {
+		snprintf(why, sizeof why, "%s: open log %s: %s", msg.id, msg.log, strerror(errno));
+		goto fail;
+	}
+	if ((nt = stdio(p, fl, theirs, &console)) < 0 ||
+	    (j = spawn(op, msg.id, op == J_CREATE ? msg.dir : ctr->dir, theirs, nt, fl)) == NULL) {
+		snprintf(why, sizeof why, "%s %s: %s", ops[op], msg.id, strerror(errno));
+		goto fail;
+	}
+	close_all(theirs, 3);
+	j->console = console;
+	j->c = c;
+	j->p = p;
+	c->mode = M_HELD;
+	c->held = &j->c;
+	if (op == J_CREATE) {
+		unlink_exit(msg.dir);
+		p->next = procs; /* state 0: the id is taken, the container not made yet */
+		procs = p;
+		return 0;
+	}
+	/* Berth's ends of the exec's stdio, sent with the response. */
+	for (int i = 0; i < 2 && !p->tty; i++)
+		if (p->out[i].fd >= 0)
+			j->ours[j->nours++] = p->out[i].fd;
+	if (p->in.fd >= 0) {
+		memmove(j->ours + 1, j->ours, sizeof(int) * (size_t)j->nours++);
+		j->ours[0] = p->in.fd;
+	}
+	p->out[0].fd = p->out[1].fd = p->in.fd = -1;
+	return 0;
+fail:
+	close_all(theirs, 3);
+	if (console >= 0)
+		close(console);
+	proc_end(p);
+	return fail(c, PP_C_FAILED, "%s", why);
+}
+
+static int start(struct conn *c, struct proc *p)
+{
+	char path[PATH_MAX];
+	if (p->kind != K_CTR)
+		return fail(c, PP_C_INVALID, "%s: not a container", p->id);
+	if (p->reaped || p->state == PP_S_EXITED)
+		return fail(c, PP_C_NOT_RUNNING, "%s: not running", p->id);
+	if (p->state != PP_S_CREATED || p->fifo.fd >= 0)
+		return fail(c, PP_C_FAILED, "%s: already started", p->id);
+	/* The init waits, blocked opening its fifo for writing, until it is
+	 * opened for reading; not blocking here, its byte comes to the loop. */
+	snprintf(path, sizeof path, "%s/%s/exec.fifo", root, p->id);
+	if ((p->fifo.fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)) < 0 || watch(p->fifo.fd, &p->fifo, EPOLLIN) < 0) {
+		int e = errno;
+		pipe_close(&p->fifo);
+		return fail(c, PP_C_FAILED, "%s: start: exec fifo %s: %s", p->id, path, strerror(e));
+	}
+	p->starter = c;
+	c->held = &p->starter;
+	c->mode = M_HELD;
+	return 0;
+}
+
+static int attach(struct conn *c, struct proc *p)
+{
+	struct pp_enc e;
+	if (p->state == PP_S_EXITED)
+		return fail(c, PP_C_NOT_RUNNING, "%s: not running", p->id);
+	begin(&e, c, PP_C_OK);
+	if (respond(c, &e, NULL, 0) < 0)
+		return conn_close(c);
+	c->mode = M_ATTACH;
+	c->have = 0;
+	c->flags = msg.flags;
+	c->p = p;
+	c->next = p->attached;
+	p->attached = c;
+	if (p->inpend != NULL)
+		pause_input(p, 1);
+	return 0;
 }
 
 static int dispatch(struct conn *c)
 {
 	struct proc *p = NULL;
 	struct pp_enc e;
-	if (msg.id != NULL && msg.type != PP_RUN && msg.type != PP_CREATE && (p = find(msg.id)) == NULL)
+	if (msg.id != NULL && msg.type != PP_RUN && msg.type != PP_CREATE && ((p = find(msg.id)) == NULL || p->state == 0))
 		return fail(c, PP_C_NOT_FOUND, "%s: no such container", msg.id);
+	if ((msg.type == PP_RUN || msg.type == PP_CREATE) && (quit || find(msg.id) != NULL))
+		return fail(c, quit ? PP_C_INVALID : PP_C_EXISTS, quit ? "pod %s: shutting down" : "%s exists", quit ? pod : msg.id);
+	if ((msg.type == PP_CREATE || msg.type == PP_EXEC || msg.type == PP_UPDATE) && spawn_bin == NULL)
+		return fail(c, PP_C_UNSUPPORTED, "pod %s: its process has no spawn helper", pod);
 	switch (msg.type) {
 	case PP_PING:
 		begin(&e, c, PP_C_OK);
@@ -525,22 +1239,42 @@ static int dispatch(struct conn *c)
 		return reply(c, &e);
 	case PP_RUN:
 		return run(c);
+	case PP_CREATE:
+		return create_exec(c, NULL);
+	case PP_START:
+		return start(c, p);
+	case PP_EXEC:
+	case PP_UPDATE:
+		if (p->kind != K_CTR)
+			return fail(c, PP_C_INVALID, "%s: not a container", p->id);
+		if (p->reaped || p->state != PP_S_RUNNING)
+			return fail(c, PP_C_NOT_RUNNING, "%s: not running", p->id);
+		if (msg.type == PP_EXEC)
+			return create_exec(c, p);
+		struct job *j = spawn(J_UPDATE, p->id, p->dir, NULL, 0, 0);
+		if (j == NULL)
+			return fail(c, PP_C_FAILED, "update %s: %s", p->id, strerror(errno));
+		j->c = c;
+		c->held = &j->c;
+		c->mode = M_HELD;
+		return 0;
+	case PP_ATTACH:
+		return attach(c, p);
 	case PP_SIGNAL:
 		/* Unreaped, the pid is still this process's: never another's. */
 		if (p->reaped)
 			return fail(c, PP_C_NOT_RUNNING, "%s: not running", p->id);
-		if (kill(p->pid, (int)msg.signal) < 0)
+		if (proc_kill(p, (int)msg.signal) < 0)
 			return fail(c, PP_C_FAILED, "%s: signal %u: %s", p->id, msg.signal, strerror(errno));
 		return ok(c);
 	case PP_WAIT:
 		if (p->state == PP_S_EXITED)
 			return answer_state(c, p);
 		/* Answered by finish; the caller hanging up ends it sooner. */
-		c->waits = p;
+		c->mode = M_WAIT;
+		c->p = p;
 		c->next = p->waiters;
 		p->waiters = c;
-		free(c->buf);
-		c->buf = NULL;
 		return 0;
 	case PP_STATUS:
 		return answer_state(c, p);
@@ -548,33 +1282,56 @@ static int dispatch(struct conn *c)
 		if (logw_reopen(&p->log) < 0)
 			return fail(c, PP_C_FAILED, "%s: reopen log %s: %s", p->id, p->log.path, strerror(errno));
 		return ok(c);
-	case PP_DELETE: {
+	case PP_DELETE:
 		if (p->state != PP_S_EXITED)
 			return fail(c, PP_C_BUSY, "%s: still running", p->id);
-		struct proc **pp = &procs;
-		while (*pp != p)
-			pp = &(*pp)->next;
-		*pp = p->next;
+		unlink_proc(p);
 		proc_end(p);
 		return ok(c);
-	}
 	case PP_SHUTDOWN: {
 		int running = 0;
 		for (p = procs; p != NULL; p = p->next)
 			running += p->state != PP_S_EXITED;
+		for (struct job *j = jobs; j != NULL; j = j->next)
+			running++;
 		if (running > 0)
 			return fail(c, PP_C_BUSY, "pod %s still has %d running processes", pod, running);
 		quit = 1;
 		return ok(c);
 	}
-	case PP_CREATE:
-	case PP_START:
-	case PP_EXEC:
-	case PP_ATTACH:
-	case PP_UPDATE:
-		return fail(c, PP_C_UNSUPPORTED, "operation %u is not in this build of the pod process", msg.type);
 	}
 	return fail(c, PP_C_INVALID, "message type %u is not a request", msg.type);
+}
+
+/* stream_frame handles a frame an attached client sent. */
+static int stream_frame(struct conn *c)
+{
+	const char *reason;
+	struct proc *p = c->p;
+	if (pp_parse(c->buf, c->have, &msg, &reason) != PP_OK)
+		return conn_close(c);
+	c->have = 0;
+	switch (msg.type) {
+	case PP_F_STDIN:
+		if (c->flags & PP_FL_STDIN)
+			input(p, msg.data, msg.ndata);
+		break;
+	case PP_F_STDIN_CLOSE:
+		stdin_once(p);
+		break;
+	case PP_F_RESIZE:
+		if (p->tty && p->in.fd >= 0) {
+			struct winsize ws = {.ws_row = (unsigned short)msg.height, .ws_col = (unsigned short)msg.width};
+			ioctl(p->in.fd, TIOCSWINSZ, &ws);
+		}
+		break;
+	default:
+		return conn_close(c);
+	}
+	uint8_t *nb = c->len > 0 ? realloc(c->buf, PP_HDR) : NULL;
+	if (nb != NULL)
+		c->buf = nb;
+	return 0;
 }
 
 /* json_refusal answers a JSON line from a berth that speaks only protocol
@@ -589,10 +1346,12 @@ static int json_refusal(struct conn *c)
 	return conn_close(c);
 }
 
-static int conn_read(struct conn *c)
+static int conn_read(struct conn *c, uint32_t events)
 {
-	if (c->waits != NULL) /* nothing more is expected: data or a hangup ends the wait */
+	if (c->mode != M_CALL && c->mode != M_ATTACH) /* nothing more is expected */
 		return conn_close(c);
+	if (c->mode == M_ATTACH && c->p->inpend != NULL && (c->flags & PP_FL_STDIN)) /* paused */
+		return events & (EPOLLHUP | EPOLLERR) ? conn_close(c) : 0;
 	if (c->json) {
 		ssize_t n = read(c->fd, rbuf, sizeof rbuf);
 		if (n > 0 && memchr(rbuf, '\n', (size_t)n) != NULL)
@@ -607,7 +1366,7 @@ static int conn_read(struct conn *c)
 		return 0;
 	if (n <= 0)
 		return conn_close(c);
-	if (c->have == 0 && c->buf[0] == '{') {
+	if (c->have == 0 && c->buf[0] == '{' && c->mode == M_CALL) {
 		/* The whole line read is dropped: the answer is the same. */
 		if (memchr(c->buf, '\n', (size_t)n) != NULL)
 			return json_refusal(c);
@@ -626,6 +1385,8 @@ static int conn_read(struct conn *c)
 		if (c->len > 0)
 			return 0;
 	}
+	if (c->mode == M_ATTACH)
+		return stream_frame(c);
 	const char *reason;
 	int r = pp_parse(c->buf, c->have, &msg, &reason);
 	c->type = c->buf[2];
@@ -634,6 +1395,8 @@ static int conn_read(struct conn *c)
 			    PP_VERSION, c->buf[1]);
 	if (r != PP_OK)
 		return fail(c, PP_C_INVALID, "invalid request: %s", reason);
+	if (msg.type >= PP_NOPS || msg.type == 0)
+		return fail(c, PP_C_INVALID, "message type %u is not a request", msg.type);
 	return dispatch(c);
 }
 
@@ -649,20 +1412,15 @@ static void accept_all(void)
 		/* Only root or this process's own user may call. */
 		if (nconns >= MAX_CONNS || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 ||
 		    (cred.uid != 0 && cred.uid != geteuid()) || (c = calloc(1, sizeof *c)) == NULL ||
-		    (c->buf = malloc(PP_HDR)) == NULL) {
+		    (c->buf = malloc(PP_HDR)) == NULL || watch(fd, c, EPOLLIN | EPOLLRDHUP) < 0) {
 			if (c != NULL)
-				free(c);
+				free(c->buf);
+			free(c);
 			close(fd);
 			continue;
 		}
 		c->kind = EV_CONN;
 		c->fd = fd;
-		if (watch(fd, c, EPOLLIN | EPOLLRDHUP) < 0) {
-			free(c->buf);
-			free(c);
-			close(fd);
-			continue;
-		}
 		nconns++;
 	}
 }
@@ -690,6 +1448,10 @@ static int setup(const char *path)
 	/* Its memory and descriptors are nobody's to read, a container's
 	 * CAP_SYS_PTRACE in a shared PID namespace included. */
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	/* The helpers talk to systemd on its private socket, not through
+	 * dbus-daemon, which caps one user's connections (cmd/berth-monitor). */
+	if (systemd)
+		setenv("DBUS_SYSTEM_BUS_ADDRESS", "none:", 1);
 	unlink(path);
 	mode_t old = umask(0177);
 	int r = bind(lfd, (struct sockaddr *)&sa, sizeof sa);
@@ -709,6 +1471,12 @@ int main(int argc, char **argv)
 			pod = argv[i + 1];
 		else if (strcmp(argv[i], "--ready-fd") == 0)
 			ready = atoi(argv[i + 1]);
+		else if (strcmp(argv[i], "--spawn") == 0)
+			spawn_bin = argv[i + 1];
+		else if (strcmp(argv[i], "--root") == 0)
+			root = argv[i + 1];
+		else if (strcmp(argv[i], "--systemd") == 0)
+			systemd = strcmp(argv[i + 1], "1") == 0;
 	}
 	/* Nothing inherited but stdio and the ready fd stays open: what this
 	 * process holds is no container's to see. */
@@ -719,8 +1487,9 @@ int main(int argc, char **argv)
 			if (fd != ready)
 				close((int)fd);
 	}
-	if (sock == NULL || argc % 2 == 0) {
-		static const char usage[] = "usage: berth-podproc --socket PATH [--pod ID] [--ready-fd FD]";
+	if (sock == NULL || argc % 2 == 0 || (spawn_bin == NULL) != (root == NULL)) {
+		static const char usage[] =
+			"usage: berth-podproc --socket PATH [--pod ID] [--ready-fd FD] [--spawn BIN --root DIR [--systemd 1]]";
 		if (ready >= 0)
 			(void)!write(ready, usage, sizeof usage - 1);
 		logmsg("%s", usage);
@@ -743,6 +1512,9 @@ int main(int argc, char **argv)
 		for (struct proc *p = procs; p != NULL; p = p->next)
 			if (p->drain > 0 && (next < 0 || p->drain < next))
 				next = p->drain;
+		for (struct job *j = jobs; j != NULL; j = j->next)
+			if (j->helper > 0 && (next < 0 || j->deadline < next))
+				next = j->deadline;
 		struct epoll_event evs[16];
 		int n = epoll_wait(epfd, evs, 16, next < 0 ? -1 : next <= now ? 0 : (int)(next - now));
 		for (int i = 0; i < n; i++) {
@@ -751,14 +1523,25 @@ int main(int argc, char **argv)
 			case EV_LISTEN: accept_all(); break;
 			case EV_SIGNAL: reap(); break;
 			case EV_PIPE: pipe_read((struct pipe_ev *)ev); break;
-			case EV_CONN: conn_read((struct conn *)ev); break;
+			case EV_FIFO: fifo_read((struct pipe_ev *)ev, 0); break;
+			case EV_STDIN: input_ready(((struct pipe_ev *)ev)->p); break;
+			case EV_JOB: job_read((struct job *)ev); break;
+			case EV_CONN: conn_read((struct conn *)ev, evs[i].events); break;
 			}
 		}
 		bury();
 		now = now_ms();
-		for (struct proc *p = procs; p != NULL; p = p->next)
-			if (p->drain > 0 && p->drain <= now)
+		for (struct proc *p = procs, *nx; p != NULL; p = nx) {
+			nx = p->next; /* finish ends an exec's record */
+			if (p->drain > 0 && p->drain <= now && p->state != PP_S_EXITED)
 				finish(p);
+		}
+		for (struct job *j = jobs; j != NULL; j = j->next)
+			if (j->helper > 0 && j->deadline <= now) {
+				logmsg("podproc %s: the spawn helper's %s took over %d s: killed", pod, ops[j->op], SPAWN_MS / 1000);
+				kill(j->helper, SIGKILL); /* unreaped: still its pid */
+				j->helper = 0;
+			}
 	}
 	unlink(sock);
 	logmsg("podproc %s: done", pod);

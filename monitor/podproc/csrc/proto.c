@@ -194,8 +194,12 @@ int pp_parse(const uint8_t *buf, size_t n, struct pp_msg *m, const char **why)
 				return bad(why, "signal out of range");
 			m->signal = u;
 			break;
-		case PP_T_WIDTH: m->width = u; break;
-		case PP_T_HEIGHT: m->height = u; break;
+		case PP_T_WIDTH:
+		case PP_T_HEIGHT:
+			if (u > 0xffff)
+				return bad(why, "terminal size out of range");
+			*(tag == PP_T_WIDTH ? &m->width : &m->height) = u;
+			break;
 		case PP_T_CODE: m->code = u; break;
 		case PP_T_PID: m->pid = u; break;
 		case PP_T_STATE: m->state = u; break;
