@@ -17,6 +17,7 @@ import (
 // berth is the daemon under test, on temp roots under work.
 type berth struct {
 	bin, work, cniBinDir, registry string
+	cgroupDriver                   string // empty: berth's default
 
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the daemon has exited
@@ -35,7 +36,11 @@ var mirrored = []string{"docker.io", "registry.k8s.io", "k8s.gcr.io", "gcr.io", 
 
 func (b *berth) config() string {
 	var c strings.Builder
-	fmt.Fprintf(&c, "address = %q\nroot = %q\nstate = %q\nlog_level = \"info\"\n\n", b.socket(), filepath.Join(b.work, "root"), b.stateDir())
+	fmt.Fprintf(&c, "address = %q\nroot = %q\nstate = %q\nlog_level = \"info\"\n", b.socket(), filepath.Join(b.work, "root"), b.stateDir())
+	if b.cgroupDriver != "" {
+		fmt.Fprintf(&c, "cgroup_driver = %q\n", b.cgroupDriver)
+	}
+	c.WriteString("\n")
 	fmt.Fprintf(&c, "[cni]\nconf_dir = %q\nbin_dirs = [%q]\ndefault_network = true\ndefault_bridge = %q\ndefault_subnet = %q\n\n", filepath.Join(b.work, "cni"), b.cniBinDir, bridge, subnet)
 	// NRI on a socket of this run's own (critest's NRI specs connect their
 	// plugins to it) and no pre-installed plugins. The specs hold a

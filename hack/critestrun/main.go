@@ -13,6 +13,7 @@
 // or 1 if critest passed but something leaked; 130/143 on SIGINT/SIGTERM.
 // Logs of the last run: $BERTH_OUTPUT/critest/{critest.log,berth.log,config.toml};
 // BERTH_CRITEST_VERBOSE=1 streams critest's output too.
+// BERTH_CRITEST_CGROUP_DRIVER=systemd runs berth with the systemd cgroup driver.
 package main
 
 import (
@@ -124,7 +125,7 @@ func run(log *slog.Logger, e env, args []string) int {
 		return 1
 	}
 	h := snapshotHost(w)
-	b := &berth{bin: e.berth, work: w, cniBinDir: e.cniBinDir, registry: e.registry}
+	b := &berth{bin: e.berth, work: w, cniBinDir: e.cniBinDir, registry: e.registry, cgroupDriver: os.Getenv("BERTH_CRITEST_CGROUP_DRIVER")}
 	rc := 1
 	if err := os.RemoveAll(e.logs); err == nil {
 		err = os.MkdirAll(e.logs, 0o755)

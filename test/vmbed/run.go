@@ -62,6 +62,11 @@ func Run(ctx context.Context, cfg RunConfig) (int, error) {
 		return -1, err
 	}
 	cfg.Log.Info("machine powered off", "after", time.Since(start).Round(100*time.Millisecond))
+	if cfg.Out != "" {
+		// The whole output, also where the port lost the last bytes.
+		os.MkdirAll(cfg.Out, 0o755)
+		debugfs(ctx, job, "dump /job.log "+filepath.Join(cfg.Out, "job.log"), nil)
+	}
 	rc, err := jobExitCode(ctx, job)
 	if err != nil {
 		return -1, err
