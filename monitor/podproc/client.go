@@ -211,12 +211,29 @@ type RunRequest struct {
 	Cgroup string
 	// StdinOnce closes its stdin when the first attach with stdin ends.
 	StdinOnce bool
+	// Join are cgroup directories (each hierarchy's, in the order to
+	// join them) the process moves itself into before its program runs:
+	// the cgroupfs driver's join, done before anything of it runs.
+	Join []string
+	// Sync gives the process a pipe at fd 3 and berth its read end
+	// (RunSynced): pause reports "ok" on it once it is set up.
+	Sync bool
 }
 
 // Run starts r and returns its pid.
 func (c *Client) Run(ctx context.Context, r *RunRequest) (int, error) {
+	pid, sync, err := c.RunSynced(ctx, r)
+	if sync != nil {
+		sync.Close()
+	}
+	return pid, err
+}
+
+// RunSynced starts r and returns its pid, and with r.Sync the read end
+// of its sync pipe, the caller's to read and close.
+func (c *Client) RunSynced(ctx context.Context, r *RunRequest) (int, *os.File, error) {
 	if len(r.Args) == 0 {
-		return 0, errors.New("run: no program")
+		return 0, nil, errors.New("run: no program")
 	}
 	f := newFrame(TypeRun)
 	f.str(tagID, r.ID)
@@ -230,14 +247,17 @@ func (c *Client) Run(ctx context.Context, r *RunRequest) (int, error) {
 	for _, e := range r.Env {
 		f.str(tagEnv, e)
 	}
-	if len(r.Args) > MaxArgs || len(r.Env) > MaxArgs {
-		return 0, fmt.Errorf("run %s: over %d arguments or environment entries", r.ID, MaxArgs)
+	for _, d := range r.Join {
+		f.str(tagJoin, d)
+	}
+	if len(r.Args) > MaxArgs || len(r.Env) > MaxArgs || len(r.Join) > MaxJoin {
+		return 0, nil, fmt.Errorf("run %s: over %d arguments or environment entries, or %d cgroups", r.ID, MaxArgs, MaxJoin)
 	}
 	var fl Flags
 	for _, x := range []struct {
 		on bool
 		f  Flags
-	}{{r.Stdin, FlagStdin}, {r.StdinOnce, FlagStdinOnce}, {r.NewIPC, FlagNewIPC}, {r.NewUTS, FlagNewUTS}, {r.NewPID, FlagNewPID}} {
+	}{{r.Stdin, FlagStdin}, {r.StdinOnce, FlagStdinOnce}, {r.NewIPC, FlagNewIPC}, {r.NewUTS, FlagNewUTS}, {r.NewPID, FlagNewPID}, {r.Sync, FlagSync}} {
 		if x.on {
 			fl |= x.f
 		}
@@ -245,11 +265,19 @@ func (c *Client) Run(ctx context.Context, r *RunRequest) (int, error) {
 	if fl != 0 {
 		f.u32(tagFlags, uint32(fl))
 	}
-	m, err := c.call(ctx, f)
+	m, files, conn, err := c.exchange(ctx, f)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	return int(m.Pid), nil
+	conn.Close()
+	if want := map[bool]int{true: 1}[r.Sync]; len(files) != want {
+		closeFiles(files)
+		return int(m.Pid), nil, fmt.Errorf("pod process %s: run %s: %d descriptors, want %d", c.Socket, r.ID, len(files), want)
+	}
+	if r.Sync {
+		return int(m.Pid), files[0], nil
+	}
+	return int(m.Pid), nil, nil
 }
 
 // CreateRequest creates a container through the spawn helper, blocked

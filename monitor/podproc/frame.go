@@ -33,6 +33,8 @@ const (
 	MaxArgs = 256
 	// MaxString bounds a string field, its NUL included.
 	MaxString = 4096
+	// MaxJoin bounds the cgroup directories RUN's process joins.
+	MaxJoin = 16
 )
 
 // Type is a message's type. A response has its request's type with
@@ -81,6 +83,7 @@ const (
 	tagCgroup   = 10
 	tagNetNS    = 11
 	tagBlob     = 12
+	tagJoin     = 13
 	tagCode     = 32
 	tagMsg      = 33
 	tagPid      = 34
@@ -107,7 +110,10 @@ const (
 	FlagNewIPC    Flags = 32
 	FlagNewUTS    Flags = 64
 	FlagNewPID    Flags = 128
-	flagAll       Flags = 255
+	// FlagSync (RUN): the process gets a pipe at fd 3, whose read end
+	// comes back with the response (pause reports "ok" on it).
+	FlagSync Flags = 256
+	flagAll  Flags = 511
 )
 
 // Code is a response's outcome.
@@ -157,7 +163,7 @@ const (
 
 var tagKind = [numTags]kind{
 	tagID: kStr, tagDir: kStr, tagLog: kStr, tagArg: kStr, tagEnv: kStr, tagFlags: kU32,
-	tagSignal: kU32, tagWidth: kU32, tagHeight: kU32, tagCgroup: kStr, tagNetNS: kStr, tagBlob: kBytes,
+	tagSignal: kU32, tagWidth: kU32, tagHeight: kU32, tagCgroup: kStr, tagNetNS: kStr, tagBlob: kBytes, tagJoin: kStr,
 	tagCode: kU32, tagMsg: kStr, tagPid: kU32, tagState: kU32, tagExit: kU32, tagExitSig: kU32,
 	tagFinished: kU64, tagOOM: kU32, tagVMin: kU32, tagVMax: kU32,
 }
@@ -178,7 +184,7 @@ var (
 // schema: the fields each request may and must carry.
 var schema = [typeNops]struct{ may, must uint64 }{
 	TypePing: {},
-	TypeRun: {bits(tagID, tagDir, tagLog, tagArg, tagEnv, tagFlags, tagCgroup, tagNetNS),
+	TypeRun: {bits(tagID, tagDir, tagLog, tagArg, tagEnv, tagFlags, tagCgroup, tagNetNS, tagJoin),
 		bits(tagID, tagDir, tagArg)},
 	TypeCreate:   {bits(tagID, tagDir, tagLog, tagFlags), bits(tagID, tagDir)},
 	TypeStart:    {bits(tagID), bits(tagID)},
@@ -277,6 +283,7 @@ type message struct {
 	Msg      string
 	Args     []string
 	Env      []string
+	Join     []string
 	Data     []byte
 	Flags    Flags
 	Signal   uint32
@@ -352,7 +359,7 @@ func decode(b []byte) (*message, error) {
 		if tag >= numTags || tagKind[tag] == kNone || may&(1<<tag) == 0 {
 			return nil, fmt.Errorf("field %d not in the schema of type %#x", tag, uint8(m.Type))
 		}
-		if m.has(tag) && tag != tagArg && tag != tagEnv {
+		if m.has(tag) && tag != tagArg && tag != tagEnv && tag != tagJoin {
 			return nil, fmt.Errorf("field %d repeated", tag)
 		}
 		m.seen |= 1 << tag
@@ -402,6 +409,11 @@ func decode(b []byte) (*message, error) {
 				return nil, errors.New("too many arguments or environment entries")
 			}
 			*l = append(*l, s)
+		case tagJoin:
+			if len(m.Join) >= MaxJoin {
+				return nil, errors.New("too many cgroups to join")
+			}
+			m.Join = append(m.Join, s)
 		case tagFlags:
 			if Flags(u)&^flagAll != 0 {
 				return nil, fmt.Errorf("unknown flags %#x", u)

@@ -33,6 +33,8 @@ static void reencode(const struct pp_msg *m, struct pp_enc *e)
 		pp_put_str(e, PP_T_ARG, m->argv[i]);
 	for (unsigned i = 0; i < m->nenv; i++)
 		pp_put_str(e, PP_T_ENV, m->envp[i]);
+	for (unsigned i = 0; i < m->njoin; i++)
+		pp_put_str(e, PP_T_JOIN, m->join[i]);
 	const uint32_t nums[] = {m->flags, m->signal, m->width, m->height, m->code, m->pid,
 				 m->state, (uint32_t)m->exit, m->exitsig, m->oom, m->vmin, m->vmax};
 	const uint8_t ntags[] = {PP_T_FLAGS, PP_T_SIGNAL, PP_T_WIDTH, PP_T_HEIGHT, PP_T_CODE, PP_T_PID,
@@ -71,13 +73,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
 		size_t k = pp_end(&e);
 		if (k == 0 || pp_parse(again, k, &m2, &why) != PP_OK)
 			abort();
-		if (m1.type != m2.type || m1.seen != m2.seen || m1.nargv != m2.nargv || m1.nenv != m2.nenv ||
+		if (m1.type != m2.type || m1.seen != m2.seen || m1.nargv != m2.nargv || m1.nenv != m2.nenv || m1.njoin != m2.njoin ||
 		    m1.ndata != m2.ndata || (m1.ndata && memcmp(m1.data, m2.data, m1.ndata) != 0) ||
 		    !same_str(m1.id, m2.id) || !same_str(m1.dir, m2.dir) || !same_str(m1.msg, m2.msg) ||
 		    m1.flags != m2.flags || m1.signal != m2.signal || m1.exit != m2.exit || m1.finished != m2.finished)
 			abort();
 		for (unsigned i = 0; i < m1.nargv; i++)
 			if (strcmp(m1.argv[i], m2.argv[i]) != 0)
+				abort();
+		for (unsigned i = 0; i < m1.njoin; i++)
+			if (strcmp(m1.join[i], m2.join[i]) != 0)
 				abort();
 	}
 	free(copy);
@@ -110,6 +115,7 @@ int main(int argc, char **argv)
 	pp_put_str(&e, PP_T_ARG, "/bin/sh");
 	pp_put_str(&e, PP_T_ARG, "-c");
 	pp_put_str(&e, PP_T_ENV, "A=1");
+	pp_put_str(&e, PP_T_JOIN, "/sys/fs/cgroup/pod");
 	pp_put_u32(&e, PP_T_FLAGS, 3);
 	nseed[0] = pp_end(&e);
 	pp_begin(&e, seeds[1], 512, PP_SIGNAL);

@@ -1034,29 +1034,40 @@ static void unlink_exit(const char *dir)
 		unlink(old);
 }
 
-/* child runs in the new process: its stdio, its network namespace, then
- * the program. What fails is reported on errfd as an errno. */
-static void child(int fds[3], int errfd, const char *netns)
+/* child runs in the new process: its cgroups, its stdio (and sync pipe
+ * at fd 3), its network namespace, then the program. What fails is
+ * reported on errfd: the step, then the errno. */
+static void child(int fds[3], int syncfd, int errfd, const char *netns)
 {
 	sigset_t all;
+	int e[3] = {0, 0, 0}, fd;
 	sigemptyset(&all);
 	sigprocmask(SIG_SETMASK, &all, NULL);
 	signal(SIGPIPE, SIG_DFL);
 	signal(SIGHUP, SIG_DFL);
 	signal(SIGINT, SIG_DFL);
 	setsid();
+	for (unsigned i = 0; i < msg.njoin; i++, e[2]++) { /* "0": the writer itself */
+		char path[PATH_MAX];
+		snprintf(path, sizeof path, "%s/cgroup.procs", msg.join[i]);
+		if ((fd = open(path, O_WRONLY | O_CLOEXEC)) < 0 || write(fd, "0", 1) != 1)
+			goto fail;
+		close(fd);
+	}
+	e[0] = 1;
 	for (int i = 0; i < 3; i++)
 		if (dup2(fds[i], i) < 0)
 			goto fail;
-	if (netns != NULL) {
-		int ns = open(netns, O_RDONLY | O_CLOEXEC);
-		if (ns < 0 || setns(ns, CLONE_NEWNET) < 0)
-			goto fail;
-	}
+	if (syncfd >= 0 && dup2(syncfd, 3) < 0)
+		goto fail;
+	e[0] = 2;
+	if (netns != NULL && ((fd = open(netns, O_RDONLY | O_CLOEXEC)) < 0 || setns(fd, CLONE_NEWNET) < 0))
+		goto fail;
+	e[0] = 3;
 	execve(msg.argv[0], (char *const *)msg.argv, (char *const *)msg.envp);
-fail:;
-	int e = errno;
-	(void)!write(errfd, &e, sizeof e);
+fail:
+	e[1] = errno;
+	(void)!write(errfd, e, sizeof e);
 	_exit(127);
 }
 
@@ -1065,7 +1076,7 @@ static int run(struct conn *c)
 	if (msg.argv[0][0] != '/')
 		return fail(c, PP_C_INVALID, "run %s: the program must be an absolute path, not %s", msg.id, msg.argv[0]);
 	struct proc *p = proc_new(K_RUN, msg.id, msg.dir);
-	int theirs[3] = {-1, -1, -1}, ep[2] = {-1, -1}, console = -1;
+	int theirs[3] = {-1, -1, -1}, ep[2] = {-1, -1}, sp[2] = {-1, -1}, console = -1;
 	if (p == NULL)
 		return fail(c, PP_C_FAILED, "out of memory");
 	p->stdin_once = (msg.flags & PP_FL_STDIN_ONCE) != 0;
@@ -1081,7 +1092,7 @@ static int run(struct conn *c)
 	if (!(msg.flags & PP_FL_STDIN) && (theirs[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
 		goto fail;
 	if (stdio(p, (msg.flags & PP_FL_STDIN) | PP_FL_STDOUT | PP_FL_STDERR, theirs + (theirs[0] >= 0), &console) < 0 ||
-	    pipe2(ep, O_CLOEXEC) < 0)
+	    pipe2(ep, O_CLOEXEC) < 0 || ((msg.flags & PP_FL_SYNC) && pipe2(sp, O_CLOEXEC) < 0))
 		goto fail;
 	unlink_exit(msg.dir);
 	unsigned long ns = (msg.flags & PP_FL_NEWIPC ? CLONE_NEWIPC : 0) | (msg.flags & PP_FL_NEWUTS ? CLONE_NEWUTS : 0) |
@@ -1090,21 +1101,23 @@ static int run(struct conn *c)
 	if (pid < 0)
 		goto fail;
 	if (pid == 0)
-		child(theirs, ep[1], msg.netns);
+		child(theirs, sp[1], ep[1], msg.netns);
 	close(ep[1]);
 	ep[1] = -1;
-	int e = 0;
+	int e[3];
 	ssize_t n;
 	do
-		n = read(ep[0], &e, sizeof e);
+		n = read(ep[0], e, sizeof e);
 	while (n < 0 && errno == EINTR);
 	if (n == (ssize_t)sizeof e) {
+		static const char *const steps[] = {"join cgroup", "stdio", "enter netns", "exec"};
 		/* It never ran: reaped here, not recorded. */
 		waitpid(pid, NULL, 0);
-		snprintf(why, sizeof why, "run %s: %s: %s", msg.id, msg.argv[0], strerror(e));
+		snprintf(why, sizeof why, "run %s: %s %s: %s", msg.id, steps[e[0] & 3],
+			 e[0] == 0 ? msg.join[e[2] & (PP_MAX_JOIN - 1)] : e[0] == 2 ? msg.netns : msg.argv[0], strerror(e[1]));
 		goto failwhy;
 	}
-	close(ep[0]);
+	close_all(ep, 2);
 	close_all(theirs, 3);
 	p->pid = pid;
 	p->state = PP_S_RUNNING;
@@ -1115,12 +1128,16 @@ static int run(struct conn *c)
 	struct pp_enc enc;
 	begin(&enc, c, PP_C_OK);
 	pp_put_u32(&enc, PP_T_PID, (uint32_t)pid);
-	return reply(c, &enc);
+	/* Berth reads the sync pipe itself: pause's "ok" once set up. */
+	respond(c, &enc, sp, sp[0] >= 0);
+	close_all(sp, 2);
+	return conn_close(c);
 fail:
 	snprintf(why, sizeof why, "run %s: %s", msg.id, strerror(errno));
 failwhy:
 	close_all(theirs, 3);
 	close_all(ep, 2);
+	close_all(sp, 2);
 	proc_end(p);
 	return fail(c, PP_C_FAILED, "%s", why);
 }

@@ -10,7 +10,7 @@ static const uint8_t tag_type[PP_NTAGS] = {
 	[PP_T_ID] = T_STR, [PP_T_DIR] = T_STR, [PP_T_LOG] = T_STR,
 	[PP_T_ARG] = T_STR, [PP_T_ENV] = T_STR, [PP_T_FLAGS] = T_U32,
 	[PP_T_SIGNAL] = T_U32, [PP_T_WIDTH] = T_U32, [PP_T_HEIGHT] = T_U32,
-	[PP_T_CGROUP] = T_STR, [PP_T_NETNS] = T_STR, [PP_T_BLOB] = T_BYTES,
+	[PP_T_CGROUP] = T_STR, [PP_T_NETNS] = T_STR, [PP_T_BLOB] = T_BYTES, [PP_T_JOIN] = T_STR,
 	[PP_T_CODE] = T_U32, [PP_T_MSG] = T_STR, [PP_T_PID] = T_U32,
 	[PP_T_STATE] = T_U32, [PP_T_EXIT] = T_U32, [PP_T_EXITSIG] = T_U32,
 	[PP_T_FINISHED] = T_U64, [PP_T_OOM] = T_U32, [PP_T_VMIN] = T_U32,
@@ -26,7 +26,8 @@ static const struct {
 	uint64_t may, must;
 } schema[PP_NOPS] = {
 	[PP_PING] = {0, 0},
-	[PP_RUN] = {B(PP_T_ID) | B(PP_T_DIR) | B(PP_T_LOG) | B(PP_T_ARG) | B(PP_T_ENV) | B(PP_T_FLAGS) | B(PP_T_CGROUP) | B(PP_T_NETNS),
+	[PP_RUN] = {B(PP_T_ID) | B(PP_T_DIR) | B(PP_T_LOG) | B(PP_T_ARG) | B(PP_T_ENV) | B(PP_T_FLAGS) | B(PP_T_CGROUP) | B(PP_T_NETNS) |
+			    B(PP_T_JOIN),
 		    B(PP_T_ID) | B(PP_T_DIR) | B(PP_T_ARG)},
 	[PP_CREATE] = {B(PP_T_ID) | B(PP_T_DIR) | B(PP_T_LOG) | B(PP_T_FLAGS), B(PP_T_ID) | B(PP_T_DIR)},
 	[PP_START] = {B(PP_T_ID), B(PP_T_ID)},
@@ -131,7 +132,7 @@ int pp_parse(const uint8_t *buf, size_t n, struct pp_msg *m, const char **why)
 			return bad(why, "field longer than the frame");
 		if (tag >= PP_NTAGS || tag_type[tag] == T_NONE || !(may & B(tag)))
 			return bad(why, "field not in this message's schema");
-		int repeats = tag == PP_T_ARG || tag == PP_T_ENV;
+		int repeats = tag == PP_T_ARG || tag == PP_T_ENV || tag == PP_T_JOIN;
 		if ((m->seen & B(tag)) && !repeats)
 			return bad(why, "field repeated");
 		m->seen |= B(tag);
@@ -184,6 +185,11 @@ int pp_parse(const uint8_t *buf, size_t n, struct pp_msg *m, const char **why)
 			list[(*cnt)++] = s;
 			break;
 		}
+		case PP_T_JOIN:
+			if (m->njoin >= PP_MAX_JOIN)
+				return bad(why, "too many cgroups to join");
+			m->join[m->njoin++] = s;
+			break;
 		case PP_T_FLAGS:
 			if (u & ~(uint32_t)PP_FL_ALL)
 				return bad(why, "unknown flag");

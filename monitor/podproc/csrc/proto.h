@@ -23,6 +23,7 @@
 /* The largest payload either side accepts in a request or response. */
 #define PP_MAX_PAYLOAD 65536
 #define PP_MAX_ARGS 256
+#define PP_MAX_JOIN 16
 #define PP_MAX_STR 4096 /* with its NUL */
 
 /* Message types. A response has its request's type with PP_RESPONSE. */
@@ -65,6 +66,7 @@ enum {
 	PP_T_CGROUP = 10,  /* str: cgroup dir whose oom_kill counts the exit */
 	PP_T_NETNS = 11,   /* str: netns to be born in (RUN, pause) */
 	PP_T_BLOB = 12,    /* bytes: opaque to the pod process (UPDATE) */
+	PP_T_JOIN = 13,    /* str, repeated: cgroup dirs RUN's child joins first */
 	PP_T_CODE = 32,    /* u32: PP_C_* */
 	PP_T_MSG = 33,     /* str */
 	PP_T_PID = 34,     /* u32 */
@@ -88,7 +90,8 @@ enum {
 	PP_FL_NEWIPC = 32,
 	PP_FL_NEWUTS = 64,
 	PP_FL_NEWPID = 128,
-	PP_FL_ALL = 255,
+	PP_FL_SYNC = 256, /* RUN: fd 3 a pipe, whose read end berth gets */
+	PP_FL_ALL = 511,
 };
 
 /* Response codes. */
@@ -123,7 +126,8 @@ struct pp_msg {
 	const char *id, *dir, *log, *cgroup, *netns, *msg;
 	const char *argv[PP_MAX_ARGS + 1]; /* NULL-terminated */
 	const char *envp[PP_MAX_ARGS + 1];
-	unsigned nargv, nenv;
+	const char *join[PP_MAX_JOIN];
+	unsigned nargv, nenv, njoin;
 	const uint8_t *data; /* PP_T_BLOB, or a raw frame's payload */
 	uint32_t ndata;
 	uint32_t flags, signal, width, height;
