@@ -254,9 +254,9 @@ func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runt
 	// The monitor has berth-spawn run libcontainer's create: the span is
 	// the whole round trip, the helper's exec included.
 	_, span = s.opts.Tracer.Start(ctx, "libcontainer create")
-	resp, err := mon.client.Call(ctx, &monitor.Request{Op: monitor.OpCreate, ID: id, Create: &monitor.CreateRequest{
+	pid, err := mon.client.Create(ctx, id, &monitor.CreateRequest{
 		Dir: dir, LogPath: rec.LogPath, Stdin: cfg.GetStdin(), StdinOnce: cfg.GetStdinOnce(),
-	}})
+	}, cfg.GetTty())
 	tracing.End(span, err)
 	if err != nil {
 		if errors.Is(err, monitor.ErrUnreachable) {
@@ -269,8 +269,8 @@ func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runt
 	} else {
 		s.opts.Faults.Hit(faultpoint.CreateMonitor, id)
 	}
-	rec.Pid = resp.Pid
-	rec.PidStart = processStart(resp.Pid)
+	rec.Pid = pid
+	rec.PidStart = processStart(pid)
 	rec.State = StateCreated
 	reserve.Step(ctx, "record created")
 	if err := s.records.Put(id, &rec); err != nil {
@@ -318,7 +318,7 @@ func (s *Service) runCleanups(ctx context.Context, id string, cleanups []cleanup
 // a status call waits for that to end, so that the kill finds a process
 // to kill. cleanups (NRI's) run once it is dead.
 func (s *Service) undoCreate(ctx context.Context, mon *podMonitor, rec *Record, cleanups []cleanup) error {
-	mon.client.Call(ctx, &monitor.Request{Op: monitor.OpStatus, ID: rec.ID})
+	mon.client.Status(ctx, rec.ID)
 	s.monitorDelete(ctx, mon, rec.ID)
 	s.opts.Faults.Hit(faultpoint.RecoverCtrKilled, rec.ID)
 	// Logged by runCleanups: the container is gone once released, what
@@ -352,12 +352,12 @@ func (s *Service) keepFailed(rec *Record, cfg *runtimeapi.ContainerConfig, cause
 func (s *Service) monitorDelete(ctx context.Context, mon *podMonitor, id string) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := mon.client.Call(ctx, &monitor.Request{Op: monitor.OpSignal, ID: id, Signal: 9}); err != nil &&
+	if err := mon.client.Signal(ctx, id, 9); err != nil &&
 		(errors.Is(err, monitor.ErrUnreachable) || monitor.IsCode(err, monitor.CodeNotFound)) {
 		return
 	}
-	mon.client.Call(ctx, &monitor.Request{Op: monitor.OpWait, ID: id})
-	mon.client.Call(ctx, &monitor.Request{Op: monitor.OpDelete, ID: id})
+	mon.client.Wait(ctx, id)
+	mon.client.Delete(ctx, id)
 }
 
 func (s *Service) targetPID(target, podID string) (int, error) {

@@ -43,18 +43,17 @@ func (s *Service) ExecSync(ctx context.Context, id string, cmd []string, timeout
 	// the helper and its init have started: the RCU grace period that
 	// first move would wait for passes meanwhile.
 	cgprime.Prime()
-	resp, err := s.existingMonitor(rec.PodID).client.Call(ctx, &monitor.Request{Op: monitor.OpExec, ID: rec.ID,
-		Exec: &monitor.ExecRequest{Args: cmd, Timeout: timeout, MaxOutput: MaxExecOutput}})
+	res, err := s.existingMonitor(rec.PodID).client.ExecSync(ctx, rec.ID, cmd, timeout, MaxExecOutput)
 	if err != nil {
 		if monitor.IsCode(err, monitor.CodeNotRunning) {
 			return nil, fmt.Errorf("%w: container %s is not running", ErrState, rec.ID)
 		}
 		return nil, fmt.Errorf("container %s: exec: %w", rec.ID, err)
 	}
-	if resp.Exec.TimedOut {
+	if res.TimedOut {
 		return nil, fmt.Errorf("%w: container %s: command %q did not finish within %s", ErrTimeout, rec.ID, cmd[0], timeout)
 	}
-	return &ExecResult{Stdout: resp.Exec.Stdout, Stderr: resp.Exec.Stderr, ExitCode: int32(resp.Exec.Code)}, nil
+	return &ExecResult{Stdout: res.Stdout, Stderr: res.Stderr, ExitCode: int32(res.Code)}, nil
 }
 
 // ReopenLog is ReopenContainerLog: the kubelet has renamed the log file
@@ -68,7 +67,7 @@ func (s *Service) ReopenLog(ctx context.Context, id string) error {
 	if rec.State != StateRunning || c.isExited() {
 		return fmt.Errorf("%w: container %s is not running", ErrState, rec.ID)
 	}
-	if _, err := s.existingMonitor(rec.PodID).client.Call(ctx, &monitor.Request{Op: monitor.OpReopen, ID: rec.ID}); err != nil {
+	if err := s.existingMonitor(rec.PodID).client.ReopenLog(ctx, rec.ID); err != nil {
 		return fmt.Errorf("container %s: reopen log: %w", rec.ID, err)
 	}
 	return nil
@@ -112,7 +111,7 @@ func (s *Service) UpdateResources(ctx context.Context, id string, r *runtimeapi.
 	if err != nil {
 		return err
 	}
-	if _, err := s.existingMonitor(rec.PodID).client.Call(ctx, &monitor.Request{Op: monitor.OpUpdate, ID: rec.ID, Resources: oci}); err != nil {
+	if err := s.existingMonitor(rec.PodID).client.Update(ctx, rec.ID, rec.Dir, oci); err != nil {
 		if monitor.IsCode(err, monitor.CodeNotRunning) {
 			return fmt.Errorf("%w: container %s is not running", ErrState, rec.ID)
 		}

@@ -30,7 +30,7 @@ const ReasonCreateFailed = "CreateFailed"
 func (s *Service) watch(c *ctr, mon *podMonitor) {
 	id := c.snapshot().ID
 	for {
-		resp, err := mon.client.Call(s.ctx, &monitor.Request{Op: monitor.OpWait, ID: id})
+		resp, err := mon.client.Wait(s.ctx, id)
 		switch {
 		case err == nil && resp.Exit != nil:
 			s.setExit(c, resp.Exit, "")
@@ -137,7 +137,7 @@ func (s *Service) start(ctx context.Context, c *ctr) error {
 		s.opts.Faults.Hit(faultpoint.StartBefore, rec.ID)
 	}
 	_, span := s.opts.Tracer.Start(ctx, "libcontainer start")
-	_, err := mon.client.Call(ctx, &monitor.Request{Op: monitor.OpStart, ID: rec.ID})
+	err := mon.client.Start(ctx, rec.ID)
 	tracing.End(span, err)
 	if err == nil && !rec.Sandbox {
 		s.opts.Faults.Hit(faultpoint.StartStarted, rec.ID)
@@ -203,7 +203,7 @@ func (s *Service) stop(ctx context.Context, c *ctr, timeout time.Duration) error
 	rec := c.snapshot()
 	mon := s.existingMonitor(rec.PodID)
 	signal := func(sig syscall.Signal) error {
-		_, err := mon.client.Call(ctx, &monitor.Request{Op: monitor.OpSignal, ID: rec.ID, Signal: int(sig)})
+		err := mon.client.Signal(ctx, rec.ID, sig)
 		if err == nil || monitor.IsCode(err, monitor.CodeNotRunning) {
 			return nil
 		}
@@ -297,7 +297,7 @@ func (s *Service) Remove(ctx context.Context, id string) error {
 // in an order that a retry after a failure can resume.
 func (s *Service) release(ctx context.Context, rec *Record) error {
 	mon := s.existingMonitor(rec.PodID)
-	_, err := mon.client.Call(ctx, &monitor.Request{Op: monitor.OpDelete, ID: rec.ID})
+	err := mon.client.Delete(ctx, rec.ID)
 	switch {
 	case errors.Is(err, monitor.ErrUnreachable):
 		// The monitor died before it could clean up after the process.

@@ -5,18 +5,23 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/berth-runtime/berth/internal/cgroup"
+	"github.com/berth-runtime/berth/internal/faultpoint"
 	"github.com/berth-runtime/berth/monitor"
+	"github.com/berth-runtime/berth/monitor/podproc"
 )
 
 // podMonitor is berth's handle on one pod's monitor process. The monitor
 // is started with the pod (StartPause) and lives until the pod stops.
 type podMonitor struct {
-	client *monitor.Client
+	client podClient
 	paths  monitor.Paths
 
 	// stopping is set once the pod is being stopped: the monitor's exit is
@@ -33,19 +38,41 @@ type podMonitor struct {
 	pauseStart uint64
 }
 
+// kindFile, in a pod's monitor dir, names the kind of its own process
+// (PodProcessC); a pod without one has the Go monitor, as every pod made
+// before the file was written has. Berth meets both after an upgrade, and
+// talks to each in its own protocol until the pod ends.
+const kindFile = "kind"
+
 func (s *Service) newMonitor(podID string) *podMonitor {
 	paths := monitor.PathsFor(s.opts.State, podID)
-	return &podMonitor{client: &monitor.Client{Socket: paths.Socket}, paths: paths}
+	kind, _ := os.ReadFile(filepath.Join(paths.Dir, kindFile))
+	return s.monitorOf(paths, strings.TrimSpace(string(kind)))
 }
 
-// startMonitor starts the pod's monitor and watches it.
-func (s *Service) startMonitor(ctx context.Context, podID string) (*podMonitor, error) {
-	bin, err := s.monitorBinary()
-	if err != nil {
-		return nil, err
+func (s *Service) monitorOf(paths monitor.Paths, kind string) *podMonitor {
+	if kind == PodProcessC {
+		return &podMonitor{client: cClient{c: &podproc.Client{Socket: paths.Socket}, systemd: s.opts.CgroupDriver == cgroup.Systemd}, paths: paths}
 	}
-	m := s.newMonitor(podID)
-	proc, err := monitor.Start(ctx, monitor.StartOptions{Binary: bin, PodID: podID, Paths: m.paths, RuncRoot: s.runc, CgroupDriver: string(s.opts.CgroupDriver)})
+	return &podMonitor{client: jsonClient{&monitor.Client{Socket: paths.Socket}}, paths: paths}
+}
+
+// startMonitor starts the pod's own process, of the kind Options ask
+// for, and watches it.
+func (s *Service) startMonitor(ctx context.Context, podID string) (*podMonitor, error) {
+	var m *podMonitor
+	var proc *os.Process
+	var err error
+	if s.opts.PodProcess == PodProcessC {
+		m, proc, err = s.startPodProc(ctx, podID)
+	} else {
+		var bin string
+		if bin, err = s.monitorBinary(); err != nil {
+			return nil, err
+		}
+		m = s.monitorOf(monitor.PathsFor(s.opts.State, podID), PodProcessMonitor)
+		proc, err = monitor.Start(ctx, monitor.StartOptions{Binary: bin, PodID: podID, Paths: m.paths, RuncRoot: s.runc, CgroupDriver: string(s.opts.CgroupDriver)})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -58,6 +85,48 @@ func (s *Service) startMonitor(ctx context.Context, podID string) (*podMonitor, 
 	s.monitors[podID] = m
 	s.monMu.Unlock()
 	return m, nil
+}
+
+// startPodProc starts the C pod process, berth-podproc, found next to
+// berth-monitor with the spawn helper beside it, and records its kind
+// first: a berth that dies right after the start knows which protocol
+// its pod speaks.
+func (s *Service) startPodProc(ctx context.Context, podID string) (*podMonitor, *os.Process, error) {
+	mon, err := s.monitorBinary()
+	if err != nil {
+		return nil, nil, err
+	}
+	bin := filepath.Join(filepath.Dir(mon), podproc.BinaryName)
+	if s.opts.PodProcBinary != "" {
+		bin = s.opts.PodProcBinary
+	}
+	paths := monitor.PathsFor(s.opts.State, podID)
+	if err := os.MkdirAll(paths.Dir, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("pod %s: monitor dir: %w", podID, err)
+	}
+	if err := os.WriteFile(filepath.Join(paths.Dir, kindFile), []byte(PodProcessC+"\n"), 0o600); err != nil {
+		return nil, nil, fmt.Errorf("pod %s: %w", podID, err)
+	}
+	logf, err := os.OpenFile(paths.Log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pod %s: monitor log: %w", podID, err)
+	}
+	defer logf.Close()
+	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	// The spawn helper's crash points, armed in berth's environment.
+	if p := os.Getenv(faultpoint.EnvPoint); strings.HasPrefix(p, "spawn-") {
+		for _, k := range []string{faultpoint.EnvPoint, faultpoint.EnvFile, faultpoint.EnvDelay} {
+			if v, ok := os.LookupEnv(k); ok {
+				env = append(env, k+"="+v)
+			}
+		}
+	}
+	proc, err := podproc.Start(ctx, podproc.StartOptions{Binary: bin, PodID: podID, Socket: paths.Socket, Log: logf,
+		Spawn: filepath.Join(filepath.Dir(bin), monitor.SpawnBinary), Root: s.runc, Systemd: s.opts.CgroupDriver == cgroup.Systemd, Env: env})
+	if err != nil {
+		return nil, nil, err
+	}
+	return s.monitorOf(paths, PodProcessC), proc, nil
 }
 
 // existingMonitor returns a handle on the pod's monitor without starting
@@ -135,16 +204,16 @@ func (s *Service) stopMonitor(ctx context.Context, podID string) error {
 	m.stopping.Store(true)
 	// Pause was normally stopped by the caller already: this only ends
 	// one that a failed or interrupted RunPodSandbox left.
-	_, err := m.client.Call(ctx, &monitor.Request{Op: monitor.OpSignal, ID: podID, Signal: int(unix.SIGKILL)})
+	err := m.client.Signal(ctx, podID, unix.SIGKILL)
 	if errors.Is(err, monitor.ErrUnreachable) {
 		return nil
 	}
 	// The monitor records pause's exit before it may go.
-	_, err = m.client.Call(ctx, &monitor.Request{Op: monitor.OpWait, ID: podID})
+	_, err = m.client.Wait(ctx, podID)
 	if err != nil && !monitor.IsCode(err, monitor.CodeNotFound) && !errors.Is(err, monitor.ErrUnreachable) {
 		return fmt.Errorf("pod %s: wait for pause's exit: %w", podID, err)
 	}
-	_, err = m.client.Call(ctx, &monitor.Request{Op: monitor.OpShutdown})
+	err = m.client.Shutdown(ctx)
 	// A container whose create had found the pod still ready runs on
 	// after the pod's containers were stopped: it is stopped too, and the
 	// monitor asked again.
@@ -152,7 +221,7 @@ func (s *Service) stopMonitor(ctx context.Context, podID string) error {
 		if serr := s.StopPodContainers(ctx, podID); serr != nil {
 			return fmt.Errorf("pod %s: stop monitor: %w (stopping a container made meanwhile: %v)", podID, err, serr)
 		}
-		_, err = m.client.Call(ctx, &monitor.Request{Op: monitor.OpShutdown})
+		err = m.client.Shutdown(ctx)
 	}
 	if err != nil && !errors.Is(err, monitor.ErrUnreachable) {
 		return fmt.Errorf("pod %s: stop monitor: %w", podID, err)

@@ -300,7 +300,7 @@ func (s *Service) applyResources(ctx context.Context, c *ctr, r *specs.LinuxReso
 	if c.isExited() {
 		return fmt.Errorf("%w: container %s is not running", ErrState, rec.ID)
 	}
-	if _, err := s.existingMonitor(rec.PodID).client.Call(ctx, &monitor.Request{Op: monitor.OpUpdate, ID: rec.ID, Resources: r}); err != nil {
+	if err := s.existingMonitor(rec.PodID).client.Update(ctx, rec.ID, rec.Dir, r); err != nil {
 		if monitor.IsCode(err, monitor.CodeNotRunning) {
 			return fmt.Errorf("%w: container %s is not running", ErrState, rec.ID)
 		}

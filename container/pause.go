@@ -61,17 +61,13 @@ func (s *Service) StartPause(ctx context.Context, ps *PauseSpec) (int, error) {
 	} else if ps.Image != "" {
 		pid, err = s.startPauseContainer(ctx, ps)
 	} else {
-		var resp *monitor.Response
 		_, span := s.opts.Tracer.Start(ctx, "pause run")
-		resp, err = m.client.Call(ctx, &monitor.Request{Op: monitor.OpRunPause, ID: podID, Pause: &monitor.PauseRequest{
+		pid, err = m.client.RunPause(ctx, podID, &monitor.PauseRequest{
 			Args: ps.Args, Env: ps.Env, NetNS: ps.Pod.NetNSPath,
 			NewIPC: ps.NewIPC, NewUTS: ps.NewUTS, NewPID: ps.NewPID, UserNS: ps.UserNS,
 			Cgroup: ps.Cgroup, CgroupPaths: ps.CgroupPaths, Dir: m.paths.Dir,
-		}})
+		})
 		tracing.End(span, err)
-		if err == nil {
-			pid = resp.Pid
-		}
 	}
 	if err != nil {
 		return 0, fmt.Errorf("pod %s: start pause: %w", podID, err)
@@ -135,7 +131,7 @@ func (s *Service) AdoptPause(ctx context.Context, podID string, pid int, start u
 		}
 		return fmt.Errorf("pod %s: %w: %s", podID, ErrPauseGone, why)
 	}
-	ping, err := m.client.Call(ctx, &monitor.Request{Op: monitor.OpPing})
+	pingPid, err := m.client.Ping(ctx)
 	if ctx.Err() != nil {
 		// Alive but not answering (stopped, wedged): not a reason to
 		// kill its pause.
@@ -149,7 +145,7 @@ func (s *Service) AdoptPause(ctx context.Context, podID string, pid int, start u
 	if err != nil {
 		return gone("its monitor is gone")
 	}
-	st, err := m.client.Call(ctx, &monitor.Request{Op: monitor.OpStatus, ID: podID})
+	st, err := m.client.Status(ctx, podID)
 	switch {
 	case err != nil && !errors.Is(err, monitor.ErrUnreachable) && !monitor.IsCode(err, monitor.CodeNotFound):
 		return fmt.Errorf("pod %s: pause status: %w", podID, err)
@@ -158,7 +154,7 @@ func (s *Service) AdoptPause(ctx context.Context, podID string, pid int, start u
 	case st.State != monitor.StateRunning || st.Pid != pid || processStart(pid) != start:
 		return fmt.Errorf("pod %s: %w: exited", podID, ErrPauseGone)
 	}
-	if err := s.watchMonitor(podID, m, ping.Pid, nil); err != nil {
+	if err := s.watchMonitor(podID, m, pingPid, nil); err != nil {
 		return err
 	}
 	m.pausePid, m.pauseStart = pid, start

@@ -140,7 +140,7 @@ func (s *Service) reattach(ctx context.Context, mon *podMonitor, ctrs []*ctr) {
 			continue
 		}
 		sctx, cancel := context.WithTimeout(ctx, monitorAnswerTimeout)
-		resp, err := mon.client.Call(sctx, &monitor.Request{Op: monitor.OpStatus, ID: rec.ID})
+		resp, err := mon.client.Status(sctx, rec.ID)
 		cancel()
 		switch {
 		case errors.Is(err, context.DeadlineExceeded):

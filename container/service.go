@@ -84,6 +84,12 @@ type Options struct {
 	Images Images
 	// MonitorBinary is berth-monitor; empty looks next to berth.
 	MonitorBinary string
+	// PodProcess is the kind of process new pods get: PodProcessMonitor
+	// (the Go monitor, the default) or PodProcessC (berth-podproc, found
+	// next to berth-monitor unless PodProcBinary names it). Pods keep
+	// the kind they were made with.
+	PodProcess    string
+	PodProcBinary string
 	// CgroupDriver makes the containers' cgroups (in their monitors);
 	// empty is cgroupfs.
 	CgroupDriver cgroup.Driver

@@ -2,7 +2,6 @@ package container
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -73,7 +72,7 @@ func (s *Service) Exec(ctx context.Context, id string, cmd []string, st Streams)
 		return 0, fmt.Errorf("container %s: exec %q: %w", rec.ID, cmd[0], err)
 	}
 	defer sess.Close()
-	files := sess.Files
+	files := sess.Files()
 	defer func() {
 		for _, f := range files {
 			f.Close()
@@ -199,11 +198,11 @@ func (s *Service) Attach(ctx context.Context, id string, st Streams) error {
 			buf := make([]byte, 32*1024)
 			for {
 				n, err := st.Stdin.Read(buf)
-				if n > 0 && sess.WriteFrame(monitor.FrameStdin, buf[:n]) != nil {
+				if n > 0 && sess.WriteStdin(buf[:n]) != nil {
 					return
 				}
 				if err != nil {
-					sess.WriteFrame(monitor.FrameStdinClose, nil)
+					sess.CloseStdin()
 					return
 				}
 			}
@@ -211,11 +210,11 @@ func (s *Service) Attach(ctx context.Context, id string, st Streams) error {
 	}
 	if tty && st.Resize != nil {
 		go forwardResizes(st.Resize, done, func(sz TermSize) bool {
-			return sess.WriteFrame(monitor.FrameResize, monitor.ResizePayload(sz.Width, sz.Height)) == nil
+			return sess.Resize(sz.Width, sz.Height) == nil
 		})
 	}
 	for {
-		kind, payload, err := sess.ReadFrame()
+		kind, payload, exit, err := sess.Read()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil // the client detached
@@ -229,9 +228,7 @@ func (s *Service) Attach(ctx context.Context, id string, st Streams) error {
 		case monitor.FrameStderr:
 			w = st.Stderr
 		case monitor.FrameExit:
-			var e monitor.Exit
-			json.Unmarshal(payload, &e)
-			s.log.Debug("attached container exited", "container", rec.ID, "code", e.Code)
+			s.log.Debug("attached container exited", "container", rec.ID, "code", exit.Code)
 			return nil
 		}
 		if w != nil {

@@ -33,6 +33,7 @@ func newContainers(ctx context.Context, cfg *config.Config, pods container.Pods,
 		Images: imagesAdapter{images},
 		// Validated by the config (cgroupfs or systemd).
 		CgroupDriver: cgroup.Driver(cfg.CgroupDriver),
+		PodProcess:   cfg.PodProcess,
 		Logger:       log,
 		Events:       bus,
 		NRI:          n,

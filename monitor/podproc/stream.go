@@ -121,6 +121,10 @@ func (s *ExecSession) Close() error {
 	return s.conn.Close()
 }
 
+// Hangup ends the session without closing the stdio: a command still
+// running is killed.
+func (s *ExecSession) Hangup() error { return s.conn.Close() }
+
 // DefaultMaxOutput is the kubelet's cap on an exec's output.
 const DefaultMaxOutput = 16 << 20
 

@@ -117,6 +117,10 @@ func StartDaemon(t testing.TB, opts ...Option) *Daemon {
 	if bin := os.Getenv(EnvCNIBinDir); bin != "" {
 		d.Args = append(d.Args, "--cni-bin-dir", bin)
 	}
+	// The whole suite, or one test, against the C pod process.
+	if kind := os.Getenv(EnvPodProcess); kind != "" {
+		d.Args = append(d.Args, "--pod-process", kind)
+	}
 	d.Args = append(d.Args, o.args...)
 
 	t.Cleanup(d.cleanup)

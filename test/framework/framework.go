@@ -29,6 +29,9 @@ const (
 	EnvCNIBinDir    = "BERTH_CNI_BIN_DIR"
 	EnvCrictl       = "BERTH_CRICTL"
 	EnvTestRegistry = "BERTH_TEST_REGISTRY"
+	// EnvPodProcess, when set, is the pod_process every test daemon runs
+	// with (monitor or podproc): the suite against the C pod process.
+	EnvPodProcess = "BERTH_TEST_POD_PROCESS"
 )
 
 // CNIBinDir returns $BERTH_CNI_BIN_DIR or skips the test.
