@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -248,8 +249,10 @@ const pauseStartTimeout = 30 * time.Second
 
 func (c cClient) RunPause(ctx context.Context, id string, p *monitor.PauseRequest) (int, error) {
 	switch {
-	case p.UserNS != nil:
-		return 0, errors.New("the C pod process does not run pause in a user namespace yet")
+	case p.UserNS != nil && (len(p.UserNS.UIDs) == 0 || len(p.UserNS.GIDs) == 0):
+		return 0, errors.New("user namespace without uid or gid mappings")
+	case p.UserNS != nil && p.NetNS != "":
+		return 0, errors.New("a pause in a user namespace makes its own network namespace: no netns to join")
 	case p.Cgroup != "" && c.systemd:
 		return 0, errors.New("the C pod process does not start systemd scopes yet")
 	case p.Cgroup != "" && len(p.CgroupPaths) == 0:
@@ -260,6 +263,9 @@ func (c cClient) RunPause(ctx context.Context, id string, p *monitor.PauseReques
 	}
 	r := &podproc.RunRequest{ID: id, Dir: p.Dir, Args: p.Args, Env: p.Env, NetNS: p.NetNS,
 		NewIPC: p.NewIPC, NewUTS: p.NewUTS, NewPID: p.NewPID, Sync: true, Join: joinOrder(p.CgroupPaths)}
+	if p.UserNS != nil {
+		r.UIDMap, r.GIDMap = idMap(p.UserNS.UIDs), idMap(p.UserNS.GIDs)
+	}
 	if d, ok := p.CgroupPaths["memory"]; ok {
 		r.Cgroup = d
 	} else if d, ok := p.CgroupPaths[""]; ok {
@@ -287,6 +293,15 @@ func (c cClient) RunPause(ctx context.Context, id string, p *monitor.PauseReques
 		return 0, err
 	}
 	return pid, nil
+}
+
+// idMap is a uid_map or gid_map's text.
+func idMap(ms []monitor.IDMap) string {
+	var b strings.Builder
+	for _, m := range ms {
+		fmt.Fprintf(&b, "%d %d %d\n", m.ContainerID, m.HostID, m.Size)
+	}
+	return b.String()
 }
 
 // joinOrderV1 is the order the cgroupfs driver joins a process to its v1

@@ -215,6 +215,10 @@ type RunRequest struct {
 	// join them) the process moves itself into before its program runs:
 	// the cgroupfs driver's join, done before anything of it runs.
 	Join []string
+	// UIDMap and GIDMap (uid_map's and gid_map's lines) clone the
+	// process into a new user namespace, where it runs as root, and a
+	// new network namespace it owns (NetNS must be empty).
+	UIDMap, GIDMap string
 	// Sync gives the process a pipe at fd 3 and berth its read end
 	// (RunSynced): pause reports "ok" on it once it is set up.
 	Sync bool
@@ -241,6 +245,8 @@ func (c *Client) RunSynced(ctx context.Context, r *RunRequest) (int, *os.File, e
 	f.optStr(tagLog, r.LogPath)
 	f.optStr(tagNetNS, r.NetNS)
 	f.optStr(tagCgroup, r.Cgroup)
+	f.optStr(tagUIDMap, r.UIDMap)
+	f.optStr(tagGIDMap, r.GIDMap)
 	for _, a := range r.Args {
 		f.str(tagArg, a)
 	}

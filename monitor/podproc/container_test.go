@@ -560,3 +560,29 @@ func TestSpawnHelperKilled(t *testing.T) {
 		})
 	}
 }
+
+// TestStatusWaitsForCreate: a status call while a create is under way
+// answers once it is done, so that berth, undoing a create it gave up on,
+// finds the container to kill.
+func TestStatusWaitsForCreate(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "reached")
+	p := startCtrPod(t, faultpoint.Env(spawnpkg.PointCreated, marker, 700*time.Millisecond)...)
+	ctx := ctxT(t)
+	dir := p.spec("c1", &runtimeapi.ContainerConfig{Command: []string{"sleep", "100"}})
+	created := make(chan error, 1)
+	go func() {
+		_, err := p.c.Create(ctx, &CreateRequest{ID: "c1", Dir: dir})
+		created <- err
+	}()
+	waitFor(t, func() bool { _, err := os.Stat(marker); return err == nil })
+	if err := p.c.Signal(ctx, "c1", syscall.SIGKILL); !IsCode(err, CodeNotFound) {
+		t.Fatalf("signal while it is made: %v", err)
+	}
+	st, err := p.c.Status(ctx, "c1")
+	if err != nil || st.State != StateCreated || !alive(st.Pid) {
+		t.Fatalf("status while it is made: %+v %v", st, err)
+	}
+	if err := <-created; err != nil {
+		t.Fatal(err)
+	}
+}

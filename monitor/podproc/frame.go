@@ -84,6 +84,8 @@ const (
 	tagNetNS    = 11
 	tagBlob     = 12
 	tagJoin     = 13
+	tagUIDMap   = 14
+	tagGIDMap   = 15
 	tagCode     = 32
 	tagMsg      = 33
 	tagPid      = 34
@@ -163,7 +165,7 @@ const (
 
 var tagKind = [numTags]kind{
 	tagID: kStr, tagDir: kStr, tagLog: kStr, tagArg: kStr, tagEnv: kStr, tagFlags: kU32,
-	tagSignal: kU32, tagWidth: kU32, tagHeight: kU32, tagCgroup: kStr, tagNetNS: kStr, tagBlob: kBytes, tagJoin: kStr,
+	tagSignal: kU32, tagWidth: kU32, tagHeight: kU32, tagCgroup: kStr, tagNetNS: kStr, tagBlob: kBytes, tagJoin: kStr, tagUIDMap: kStr, tagGIDMap: kStr,
 	tagCode: kU32, tagMsg: kStr, tagPid: kU32, tagState: kU32, tagExit: kU32, tagExitSig: kU32,
 	tagFinished: kU64, tagOOM: kU32, tagVMin: kU32, tagVMax: kU32,
 }
@@ -184,7 +186,7 @@ var (
 // schema: the fields each request may and must carry.
 var schema = [typeNops]struct{ may, must uint64 }{
 	TypePing: {},
-	TypeRun: {bits(tagID, tagDir, tagLog, tagArg, tagEnv, tagFlags, tagCgroup, tagNetNS, tagJoin),
+	TypeRun: {bits(tagID, tagDir, tagLog, tagArg, tagEnv, tagFlags, tagCgroup, tagNetNS, tagJoin, tagUIDMap, tagGIDMap),
 		bits(tagID, tagDir, tagArg)},
 	TypeCreate:   {bits(tagID, tagDir, tagLog, tagFlags), bits(tagID, tagDir)},
 	TypeStart:    {bits(tagID), bits(tagID)},
@@ -280,6 +282,8 @@ type message struct {
 	Log      string
 	Cgroup   string
 	NetNS    string
+	UIDMap   string
+	GIDMap   string
 	Msg      string
 	Args     []string
 	Env      []string
@@ -398,6 +402,10 @@ func decode(b []byte) (*message, error) {
 			m.Cgroup = s
 		case tagNetNS:
 			m.NetNS = s
+		case tagUIDMap:
+			m.UIDMap = s
+		case tagGIDMap:
+			m.GIDMap = s
 		case tagMsg:
 			m.Msg = s
 		case tagArg, tagEnv:

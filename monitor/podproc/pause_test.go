@@ -268,3 +268,62 @@ func startPodIn(t *testing.T, memcg string) *pod {
 	})
 	return p
 }
+
+// TestPauseInUserNamespace: pause cloned into a user namespace of its own
+// (and a network namespace it owns), root there, mapped to the host ids
+// berth gives.
+func TestPauseInUserNamespace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (user namespaces)")
+	}
+	p := startPod(t)
+	ctx := ctxT(t)
+	dir := filepath.Join(p.dir, "pod1")
+	os.MkdirAll(dir, 0o700)
+	pid, sync, err := p.c.RunSynced(ctx, &RunRequest{ID: "pod1", Dir: dir, Args: []string{buildPause(t), "-h", "userns-host"},
+		NewIPC: true, NewUTS: true, NewPID: true, UIDMap: "0 1000000 65536\n", GIDMap: "0 1000000 65536\n", Sync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	p.pids = append(p.pids, pid)
+	p.mu.Unlock()
+	sync.SetReadDeadline(time.Now().Add(10 * time.Second))
+	msg, err := io.ReadAll(sync)
+	sync.Close()
+	if err != nil || string(msg) != "ok" {
+		t.Fatalf("pause's report: %q %v", msg, err)
+	}
+	m, _ := os.ReadFile(fmt.Sprintf("/proc/%d/uid_map", pid))
+	if f := strings.Fields(string(m)); len(f) != 3 || f[0] != "0" || f[1] != "1000000" || f[2] != "65536" {
+		t.Fatalf("uid_map %q", m)
+	}
+	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if !strings.Contains(string(status), "\nUid:\t1000000\t1000000\t1000000\t1000000\n") {
+		t.Fatalf("pause's ids on the host:\n%s", status)
+	}
+	for _, ns := range []string{"user", "net", "pid"} {
+		if nsIno(t, fmt.Sprintf("/proc/%d/ns/%s", pid, ns)) == nsIno(t, "/proc/self/ns/"+ns) {
+			t.Fatalf("pause shares the host's %s namespace", ns)
+		}
+	}
+	if err := p.c.Signal(ctx, "pod1", syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := p.c.Wait(ctx, "pod1"); err != nil || st.Exit.Code != 0 {
+		t.Fatalf("exit: %+v %v", st, err)
+	}
+	p.c.Delete(ctx, "pod1")
+	// Maps the kernel refuses: nothing runs, the error says which.
+	_, err = p.c.Run(ctx, &RunRequest{ID: "bad", Dir: dir, Args: []string{buildPause(t)}, UIDMap: "0 0 1\n0 1 1\n", GIDMap: "0 1000000 1\n"})
+	if !IsCode(err, CodeFailed) || !strings.Contains(err.Error(), "uid_map") {
+		t.Fatalf("run with overlapping maps: %v", err)
+	}
+	if _, err := p.c.Run(ctx, &RunRequest{ID: "bad", Dir: dir, Args: []string{buildPause(t)}, UIDMap: "0 1000000 1\n"}); !IsCode(err, CodeInvalid) {
+		t.Fatalf("run with a uid map alone: %v", err)
+	}
+	if kids := children(t, p.proc.Pid); len(kids) != 0 {
+		t.Fatalf("processes left: %v", kids)
+	}
+	shutdown(t, p)
+}

@@ -24,9 +24,9 @@ static void reencode(const struct pp_msg *m, struct pp_enc *e)
 		pp_put_raw(e, m->data, m->ndata);
 		return;
 	}
-	const char *strs[] = {m->id, m->dir, m->log, m->cgroup, m->netns, m->msg};
-	const uint8_t stags[] = {PP_T_ID, PP_T_DIR, PP_T_LOG, PP_T_CGROUP, PP_T_NETNS, PP_T_MSG};
-	for (int i = 0; i < 6; i++)
+	const char *strs[] = {m->id, m->dir, m->log, m->cgroup, m->netns, m->msg, m->uidmap, m->gidmap};
+	const uint8_t stags[] = {PP_T_ID, PP_T_DIR, PP_T_LOG, PP_T_CGROUP, PP_T_NETNS, PP_T_MSG, PP_T_UIDMAP, PP_T_GIDMAP};
+	for (int i = 0; i < 8; i++)
 		if (strs[i] != NULL)
 			pp_put_str(e, stags[i], strs[i]);
 	for (unsigned i = 0; i < m->nargv; i++)
@@ -75,7 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
 			abort();
 		if (m1.type != m2.type || m1.seen != m2.seen || m1.nargv != m2.nargv || m1.nenv != m2.nenv || m1.njoin != m2.njoin ||
 		    m1.ndata != m2.ndata || (m1.ndata && memcmp(m1.data, m2.data, m1.ndata) != 0) ||
-		    !same_str(m1.id, m2.id) || !same_str(m1.dir, m2.dir) || !same_str(m1.msg, m2.msg) ||
+		    !same_str(m1.id, m2.id) || !same_str(m1.dir, m2.dir) || !same_str(m1.msg, m2.msg) || !same_str(m1.uidmap, m2.uidmap) ||
 		    m1.flags != m2.flags || m1.signal != m2.signal || m1.exit != m2.exit || m1.finished != m2.finished)
 			abort();
 		for (unsigned i = 0; i < m1.nargv; i++)

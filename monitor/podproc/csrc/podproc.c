@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -783,6 +784,8 @@ static void job_done(struct job *j)
 			} else if (c != NULL) {
 				fail(c, PP_C_FAILED, "%s", err);
 			}
+			while (p->waiters != NULL)
+				fail(p->waiters, PP_C_NOT_FOUND, "%s: its create failed", p->id);
 			unlink_proc(p);
 			proc_end(p);
 			break;
@@ -797,6 +800,11 @@ static void job_done(struct job *j)
 			p->in.fd = fcntl(master, F_DUPFD_CLOEXEC, 0);
 		}
 		watch_output(p);
+		for (struct conn *w = p->waiters, *nx; w != NULL; w = nx) {
+			nx = w->next;
+			if (w->flags) /* a STATUS that waited for the create */
+				answer_state(w, p);
+		}
 		logmsg("podproc %s: created %s (pid %d)", pod, p->id, (int)pid);
 		if (c != NULL) {
 			begin(&e, c, PP_C_OK);
@@ -1034,11 +1042,16 @@ static void unlink_exit(const char *dir)
 		unlink(old);
 }
 
-/* child runs in the new process: its cgroups, its stdio (and sync pipe
- * at fd 3), its network namespace, then the program. What fails is
- * reported on errfd: the step, then the errno. */
-static void child(int fds[3], int syncfd, int errfd, const char *netns)
+/* child runs in the new process: its cgroups, its user namespace's root
+ * once go says the maps are written, its stdio (and sync pipe at fd 3),
+ * its network namespace, then the program (exe: opened before a user
+ * namespace could hide it). What fails is reported on errfd: the step,
+ * then the errno. */
+static void child(int fds[3], int syncfd, int errfd, int go[2], int exe)
 {
+	char b;
+	if (go[1] >= 0)
+		close(go[1]);
 	sigset_t all;
 	int e[3] = {0, 0, 0}, fd;
 	sigemptyset(&all);
@@ -1055,16 +1068,22 @@ static void child(int fds[3], int syncfd, int errfd, const char *netns)
 		close(fd);
 	}
 	e[0] = 1;
+	if (go[0] >= 0 && (read(go[0], &b, 1) != 1 || setgroups(0, NULL) < 0 || setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0))
+		goto fail;
+	e[0] = 2;
 	for (int i = 0; i < 3; i++)
 		if (dup2(fds[i], i) < 0)
 			goto fail;
 	if (syncfd >= 0 && dup2(syncfd, 3) < 0)
 		goto fail;
-	e[0] = 2;
-	if (netns != NULL && ((fd = open(netns, O_RDONLY | O_CLOEXEC)) < 0 || setns(fd, CLONE_NEWNET) < 0))
-		goto fail;
 	e[0] = 3;
-	execve(msg.argv[0], (char *const *)msg.argv, (char *const *)msg.envp);
+	if (msg.netns != NULL && ((fd = open(msg.netns, O_RDONLY | O_CLOEXEC)) < 0 || setns(fd, CLONE_NEWNET) < 0))
+		goto fail;
+	e[0] = 4;
+	if (exe >= 0)
+		fexecve(exe, (char *const *)msg.argv, (char *const *)msg.envp);
+	else
+		execve(msg.argv[0], (char *const *)msg.argv, (char *const *)msg.envp);
 fail:
 	e[1] = errno;
 	(void)!write(errfd, e, sizeof e);
@@ -1076,7 +1095,9 @@ static int run(struct conn *c)
 	if (msg.argv[0][0] != '/')
 		return fail(c, PP_C_INVALID, "run %s: the program must be an absolute path, not %s", msg.id, msg.argv[0]);
 	struct proc *p = proc_new(K_RUN, msg.id, msg.dir);
-	int theirs[3] = {-1, -1, -1}, ep[2] = {-1, -1}, sp[2] = {-1, -1}, console = -1;
+	int theirs[3] = {-1, -1, -1}, ep[2] = {-1, -1}, sp[2] = {-1, -1}, gp[2] = {-1, -1}, console = -1, exe = -1;
+	if ((msg.uidmap == NULL) != (msg.gidmap == NULL) || (msg.uidmap != NULL && msg.netns != NULL))
+		return fail(c, PP_C_INVALID, "run %s: a user namespace needs both maps, and makes its own network namespace", msg.id);
 	if (p == NULL)
 		return fail(c, PP_C_FAILED, "out of memory");
 	p->stdin_once = (msg.flags & PP_FL_STDIN_ONCE) != 0;
@@ -1092,33 +1113,55 @@ static int run(struct conn *c)
 	if (!(msg.flags & PP_FL_STDIN) && (theirs[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
 		goto fail;
 	if (stdio(p, (msg.flags & PP_FL_STDIN) | PP_FL_STDOUT | PP_FL_STDERR, theirs + (theirs[0] >= 0), &console) < 0 ||
-	    pipe2(ep, O_CLOEXEC) < 0 || ((msg.flags & PP_FL_SYNC) && pipe2(sp, O_CLOEXEC) < 0))
+	    pipe2(ep, O_CLOEXEC) < 0 || ((msg.flags & PP_FL_SYNC) && pipe2(sp, O_CLOEXEC) < 0) ||
+	    (msg.uidmap != NULL && (pipe2(gp, O_CLOEXEC) < 0 || (exe = open(msg.argv[0], O_RDONLY | O_CLOEXEC)) < 0)))
 		goto fail;
 	unlink_exit(msg.dir);
 	unsigned long ns = (msg.flags & PP_FL_NEWIPC ? CLONE_NEWIPC : 0) | (msg.flags & PP_FL_NEWUTS ? CLONE_NEWUTS : 0) |
-			   (msg.flags & PP_FL_NEWPID ? CLONE_NEWPID : 0);
+			   (msg.flags & PP_FL_NEWPID ? CLONE_NEWPID : 0) | (msg.uidmap != NULL ? CLONE_NEWUSER | CLONE_NEWNET : 0);
 	pid_t pid = (pid_t)syscall(SYS_clone, SIGCHLD | ns, 0, 0, 0, 0);
 	if (pid < 0)
 		goto fail;
 	if (pid == 0)
-		child(theirs, sp[1], ep[1], msg.netns);
+		child(theirs, sp[1], ep[1], gp, exe);
 	close(ep[1]);
 	ep[1] = -1;
+	if (gp[1] >= 0) { /* its user namespace's maps, then let it go on */
+		const char *maps[2] = {msg.uidmap, msg.gidmap}, *files[2] = {"uid_map", "gid_map"};
+		for (int i = 0; i < 2; i++) {
+			char path[64];
+			snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, files[i]);
+			int fd = open(path, O_WRONLY | O_CLOEXEC), ok = fd >= 0 && write(fd, maps[i], strlen(maps[i])) == (ssize_t)strlen(maps[i]);
+			int err = errno;
+			if (fd >= 0)
+				close(fd);
+			if (!ok) {
+				kill(pid, SIGKILL);
+				waitpid(pid, NULL, 0);
+				snprintf(why, sizeof why, "run %s: write %s: %s", msg.id, files[i], strerror(err));
+				goto failwhy;
+			}
+		}
+		(void)!write(gp[1], "g", 1);
+	}
 	int e[3];
 	ssize_t n;
 	do
 		n = read(ep[0], e, sizeof e);
 	while (n < 0 && errno == EINTR);
 	if (n == (ssize_t)sizeof e) {
-		static const char *const steps[] = {"join cgroup", "stdio", "enter netns", "exec"};
+		static const char *const steps[] = {"join cgroup", "become root of its user namespace", "stdio", "enter netns", "exec"};
 		/* It never ran: reaped here, not recorded. */
 		waitpid(pid, NULL, 0);
-		snprintf(why, sizeof why, "run %s: %s %s: %s", msg.id, steps[e[0] & 3],
-			 e[0] == 0 ? msg.join[e[2] & (PP_MAX_JOIN - 1)] : e[0] == 2 ? msg.netns : msg.argv[0], strerror(e[1]));
+		snprintf(why, sizeof why, "run %s: %s %s: %s", msg.id, steps[(unsigned)e[0] % 5],
+			 e[0] == 0 ? msg.join[e[2] & (PP_MAX_JOIN - 1)] : e[0] == 3 ? msg.netns : msg.argv[0], strerror(e[1]));
 		goto failwhy;
 	}
 	close_all(ep, 2);
+	close_all(gp, 2);
 	close_all(theirs, 3);
+	if (exe >= 0)
+		close(exe);
 	p->pid = pid;
 	p->state = PP_S_RUNNING;
 	watch_output(p);
@@ -1138,6 +1181,9 @@ failwhy:
 	close_all(theirs, 3);
 	close_all(ep, 2);
 	close_all(sp, 2);
+	close_all(gp, 2);
+	if (exe >= 0)
+		close(exe);
 	proc_end(p);
 	return fail(c, PP_C_FAILED, "%s", why);
 }
@@ -1241,7 +1287,18 @@ static int dispatch(struct conn *c)
 {
 	struct proc *p = NULL;
 	struct pp_enc e;
-	if (msg.id != NULL && msg.type != PP_RUN && msg.type != PP_CREATE && ((p = find(msg.id)) == NULL || p->state == 0))
+	if (msg.id != NULL && msg.type != PP_RUN && msg.type != PP_CREATE && (p = find(msg.id)) != NULL && p->state == 0 &&
+	    (msg.type == PP_STATUS || msg.type == PP_WAIT)) {
+		/* Being created: answered once it is (or is not), so that
+		 * berth's undo of a create it gave up on finds what to kill. */
+		c->mode = M_WAIT;
+		c->flags = msg.type == PP_STATUS;
+		c->p = p;
+		c->next = p->waiters;
+		p->waiters = c;
+		return 0;
+	}
+	if (msg.id != NULL && msg.type != PP_RUN && msg.type != PP_CREATE && (p == NULL || p->state == 0))
 		return fail(c, PP_C_NOT_FOUND, "%s: no such container", msg.id);
 	if ((msg.type == PP_RUN || msg.type == PP_CREATE) && (quit || find(msg.id) != NULL))
 		return fail(c, quit ? PP_C_INVALID : PP_C_EXISTS, quit ? "pod %s: shutting down" : "%s exists", quit ? pod : msg.id);
