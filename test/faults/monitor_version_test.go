@@ -2,8 +2,12 @@ package faults_test
 
 import (
 	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,6 +18,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-runtime/berth/monitor"
+	"github.com/berth-runtime/berth/monitor/podproc"
 	"github.com/berth-runtime/berth/test/framework"
 )
 
@@ -46,11 +51,27 @@ func TestMonitorOfNewerProtocol(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls := make(chan string, 64)
+	// A pod with the C pod process (pod_process = "podproc") speaks
+	// frames: its stand-in answers a frame of version 99.
+	kind, _ := os.ReadFile(filepath.Join(monitor.PathsFor(e.D.State, future.pod).Dir, "kind"))
+	frames := strings.TrimSpace(string(kind)) == "podproc"
 	go func() {
 		for {
 			conn, err := l.Accept()
 			if err != nil {
 				return
+			}
+			if frames {
+				var h [podproc.HeaderSize]byte
+				io.ReadFull(conn, h[:])
+				io.CopyN(io.Discard, conn, int64(binary.LittleEndian.Uint32(h[4:])))
+				select {
+				case calls <- fmt.Sprintf(`frame "version":%d`, h[1]):
+				default:
+				}
+				conn.Write([]byte{podproc.Magic, 99, h[2] | byte(podproc.TypeResponse), 0, 0, 0, 0, 0})
+				conn.Close()
+				continue
 			}
 			line, _ := bufio.NewReader(conn).ReadString('\n')
 			select {
@@ -94,7 +115,11 @@ func TestMonitorOfNewerProtocol(t *testing.T) {
 		t.Errorf("the refused calls took %s", d)
 	}
 	for len(calls) > 0 {
-		if line := <-calls; !strings.Contains(line, `"version":1`) {
+		want := `"version":1`
+		if frames {
+			want = fmt.Sprintf(`frame "version":%d`, podproc.Version)
+		}
+		if line := <-calls; !strings.Contains(line, want) {
 			t.Errorf("berth called without its version: %s", line)
 		}
 	}

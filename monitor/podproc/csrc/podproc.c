@@ -758,9 +758,10 @@ static void job_done(struct job *j)
 	case J_DESTROY:
 		if (err != NULL)
 			logmsg("podproc %s: destroy what %s left: %s", pod, j->err ? "a failed create" : id, err);
-		if (p != NULL) {
+		if (p != NULL) { /* the output now has DRAIN_MS to reach EOF */
 			p->destroying = 0;
 			p->job = NULL;
+			p->drain = now_ms() + DRAIN_MS;
 			settle(p);
 		}
 		if (c != NULL)
@@ -911,7 +912,9 @@ static void reap(void)
 					p->destroying = 1;
 				}
 			}
-			p->drain = now_ms() + DRAIN_MS;
+			/* Once what it left is destroyed (killed, so the pipes it
+			 * holds reach EOF), the output has DRAIN_MS to drain. */
+			p->drain = p->destroying ? 0 : now_ms() + DRAIN_MS;
 			settle(p);
 			break;
 		}
