@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/opencontainers/cgroups"
 	"net"
 	"os"
 	"os/exec"
@@ -270,7 +271,7 @@ func TestRunStopRemove(t *testing.T) {
 		t.Errorf("shm is not a tmpfs: %v", err)
 	}
 	cgPath := info.CgroupPath
-	procs, _ := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory", cgPath, "cgroup.procs"))
+	procs, _ := os.ReadFile(filepath.Join(cgroupHierarchy("memory"), cgPath, "cgroup.procs"))
 	if strings.TrimSpace(string(procs)) != fmt.Sprint(info.PausePid) {
 		t.Errorf("memory cgroup %s holds %q, want pause %d", cgPath, procs, info.PausePid)
 	}
@@ -404,10 +405,11 @@ func TestFailingPluginLeavesNothing(t *testing.T) {
 		t.Errorf("leases left: %v", leases)
 	}
 	for _, h := range []string{"memory", "pids", "unified", "systemd"} {
-		if kids, _ := os.ReadDir(filepath.Join("/sys/fs/cgroup", h, f.parent)); len(kids) > 0 {
+		dir := filepath.Join(cgroupHierarchy(h), f.parent)
+		if kids, _ := os.ReadDir(dir); len(kids) > 0 {
 			for _, k := range kids {
 				if k.IsDir() {
-					t.Errorf("cgroup left under %s%s: %s", h, f.parent, k.Name())
+					t.Errorf("cgroup left under %s: %s", dir, k.Name())
 				}
 			}
 		}
@@ -721,4 +723,13 @@ func TestFailedUndoKeepsPod(t *testing.T) {
 	if len(entries) != 0 || len(pins) != 0 {
 		t.Errorf("left behind: %d pod entries, %d pins", len(entries), len(pins))
 	}
+}
+
+// cgroupHierarchy is where a v1 controller's hierarchy is mounted, or the
+// one unified tree on a v2 host, where every controller is.
+func cgroupHierarchy(controller string) string {
+	if cgroups.IsCgroup2UnifiedMode() {
+		return "/sys/fs/cgroup"
+	}
+	return filepath.Join("/sys/fs/cgroup", controller)
 }

@@ -88,7 +88,22 @@ func podResources(overhead, res *runtimeapi.LinuxContainerResources, v2 bool) *c
 		r.HugetlbLimit = append(r.HugetlbLimit, &cgroups.HugepageLimit{Pagesize: size, Limit: sizes[size]})
 	}
 	if v2 && r.CpuShares != 0 {
-		r.CpuWeight = cgroups.ConvertCPUSharesToCgroupV2Value(r.CpuShares)
+		r.CpuWeight = kubeletCPUWeight(r.CpuShares)
 	}
 	return r
+}
+
+// kubeletCPUWeight is the kubelet's own shares to cpu.weight conversion for
+// the pod cgroups it manages (v1.37 cm.getCPUWeight, linear over [2, 262144]),
+// not runc's quadratic one that containers get: the pod cgroup is the
+// kubelet's, which reads cpu.weight back with the inverse of this formula to
+// tell whether a resize is done. runc's value (100 for 1024 shares, where
+// the kubelet writes 39) would leave the pod ~2.5 times its CPU share and
+// a status that reports it.
+func kubeletCPUWeight(shares uint64) uint64 {
+	if shares >= 262144 {
+		return 10000
+	}
+	shares = max(shares, 2)
+	return 1 + (shares-2)*9999/262142
 }

@@ -23,7 +23,12 @@ func TestPodResources(t *testing.T) {
 			shares: 612, quota: 60000, memory: 1<<30 + 64<<20},
 		{name: "no limit stays no limit", overhead: &runtimeapi.LinuxContainerResources{CpuQuota: 10000, MemoryLimitInBytes: 64 << 20},
 			res: &runtimeapi.LinuxContainerResources{CpuShares: 2}, shares: 2},
-		{name: "v2 weight", res: &runtimeapi.LinuxContainerResources{CpuShares: 1024}, v2: true, shares: 1024, weight: 100},
+		// The kubelet's linear conversion, as it writes and reads the pod
+		// cgroup back (runc's quadratic one gives 100 for 1024).
+		{name: "v2 weight, the kubelet's", res: &runtimeapi.LinuxContainerResources{CpuShares: 1024}, v2: true, shares: 1024, weight: 39},
+		{name: "v2 weight, least", res: &runtimeapi.LinuxContainerResources{CpuShares: 2}, v2: true, shares: 2, weight: 1},
+		{name: "v2 weight, most", res: &runtimeapi.LinuxContainerResources{CpuShares: 300000}, v2: true, shares: 300000, weight: 10000},
+		{name: "v2 weight, 100m", res: &runtimeapi.LinuxContainerResources{CpuShares: 102}, v2: true, shares: 102, weight: 4},
 		{name: "hugepages summed by size",
 			overhead:  &runtimeapi.LinuxContainerResources{HugepageLimits: []*runtimeapi.HugepageLimit{{PageSize: "2MB", Limit: 2 << 20}}},
 			res:       &runtimeapi.LinuxContainerResources{HugepageLimits: []*runtimeapi.HugepageLimit{{PageSize: "2MB", Limit: 4 << 20}, {PageSize: "1GB", Limit: 1 << 30}}},

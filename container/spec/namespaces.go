@@ -28,8 +28,12 @@ func (b *builder) namespaces(s *specs.Spec) error {
 		return b.sandboxNamespaces(s)
 	}
 	ns := []specs.LinuxNamespace{{Type: specs.MountNamespace}}
-	if b.in.Host.CgroupV2() {
-		// On v1 a cgroup namespace hides nothing useful and costs a clone flag.
+	if b.in.Host.CgroupV2() && !b.sc.GetPrivileged() {
+		// On v1 a cgroup namespace hides nothing useful and costs a clone
+		// flag. A privileged container stays in the host's, as containerd
+		// and CRI-O keep it: node agents run privileged to see the host's
+		// tree in /proc/self/cgroup, and the kubelet's own checks read
+		// cgroup files only in unprivileged containers (docs/cgroups.md).
 		ns = append(ns, specs.LinuxNamespace{Type: specs.CgroupNamespace})
 	}
 	net := b.podNamespaceMode(func(o *runtimeapi.NamespaceOption) runtimeapi.NamespaceMode { return o.GetNetwork() })

@@ -79,6 +79,14 @@ func Resources(dst *specs.LinuxResources, r *runtimeapi.LinuxContainerResources,
 				return invalid(field+".memory_swap_limit_in_bytes", "%d is below the memory limit %d", sw, v)
 			}
 			mem.Swap = &sw
+		} else if v2 {
+			// No swap unless asked for, as containerd and CRI-O do: on v2
+			// memory.swap.max defaults to max, and a container at its limit
+			// would swap (slowly, for the whole node) instead of being
+			// OOM-killed. runc writes memory.swap.max = swap - limit = 0,
+			// and skips it where swap accounting is off. The kubelet's own
+			// unified memory.swap.max, written last, still wins.
+			mem.Swap = &v
 		}
 		dst.Memory = mem
 	}

@@ -589,6 +589,38 @@ func TestBuild(t *testing.T) {
 				t.Errorf("hugepages %v memory %+v", r.HugepageLimits, r.Memory)
 			}
 		}},
+		{name: "privileged on v2: the host's cgroup namespace", mod: func(in *Input) {
+			in.Host = fakeHost{v2: true}
+			sc(in).Privileged = true
+			in.Pod.Config.Linux = &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{Privileged: true}}
+		}, check: func(t *testing.T, s *specs.Spec) {
+			if nsOf(s, specs.CgroupNamespace) != nil {
+				t.Errorf("a privileged container has a cgroup namespace of its own")
+			}
+		}},
+		{name: "memory limit on v1: swap as the host has it", mod: func(in *Input) {
+			in.Config.Linux = &runtimeapi.LinuxContainerConfig{Resources: &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 64 << 20}}
+		}, check: func(t *testing.T, s *specs.Spec) {
+			if m := s.Linux.Resources.Memory; *m.Limit != 64<<20 || m.Swap != nil {
+				t.Errorf("memory %+v", m)
+			}
+		}},
+		{name: "memory limit on v2: no swap unless asked", mod: func(in *Input) {
+			in.Host = fakeHost{v2: true}
+			in.Config.Linux = &runtimeapi.LinuxContainerConfig{Resources: &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 64 << 20}}
+		}, check: func(t *testing.T, s *specs.Spec) {
+			if m := s.Linux.Resources.Memory; *m.Limit != 64<<20 || m.Swap == nil || *m.Swap != 64<<20 {
+				t.Errorf("memory %+v, want swap = limit (memory.swap.max 0)", m)
+			}
+		}},
+		{name: "memory and swap limits on v2", mod: func(in *Input) {
+			in.Host = fakeHost{v2: true}
+			in.Config.Linux = &runtimeapi.LinuxContainerConfig{Resources: &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 64 << 20, MemorySwapLimitInBytes: 96 << 20}}
+		}, check: func(t *testing.T, s *specs.Spec) {
+			if m := s.Linux.Resources.Memory; *m.Limit != 64<<20 || *m.Swap != 96<<20 {
+				t.Errorf("memory %+v", m)
+			}
+		}},
 		{name: "unified on v1", mod: func(in *Input) {
 			in.Config.Linux = &runtimeapi.LinuxContainerConfig{Resources: &runtimeapi.LinuxContainerResources{Unified: map[string]string{"memory.high": "1"}}}
 		}, invalid: "linux.resources.unified"},

@@ -95,12 +95,7 @@ func TestMonitorKilled(t *testing.T) {
 		}
 		return nil
 	})
-	cgroups, _ := filepath.Glob("/sys/fs/cgroup/*" + e.parent + "/*")
-	for _, c := range cgroups {
-		if st, err := os.Stat(c); err == nil && st.IsDir() {
-			left = append(left, c)
-		}
-	}
+	left = append(left, framework.CgroupDirs([]string{e.parent})...)
 	if len(left) > 0 {
 		t.Errorf("left after remove: %v", left)
 	}

@@ -118,9 +118,10 @@ func connectNRI(t *testing.T, sock string, p *nriPlugin) stub.Stub {
 	return s
 }
 
-// cgroupValue reads a cgroup v1 file of a container, from the cgroups path
-// of its OCI spec (verbose status).
-func (e *env) cgroupValue(id, controller, file string) string {
+// cgroupValue reads a cgroup file of a container (v1's in controller's
+// hierarchy, or v2's), from the cgroups path of its OCI spec (verbose
+// status).
+func (e *env) cgroupValue(id, controller, v1File, v2File string) string {
 	e.t.Helper()
 	resp, err := e.d.Runtime.ContainerStatus(framework.Ctx(e.t), &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
 	if err != nil {
@@ -134,7 +135,7 @@ func (e *env) cgroupValue(id, controller, file string) string {
 	}
 	path := info[i+len(key):]
 	path = path[:strings.IndexByte(path, '"')]
-	b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", controller, path, file))
+	b, err := os.ReadFile(framework.CgroupFile(path, controller, v1File, v2File))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -169,10 +170,10 @@ func TestNRI(t *testing.T) {
 		if got, want := string(out.Stdout), "yes\nworld\n/dev/nri-null\n4321\nro\n"; got != want {
 			t.Errorf("in the container: %q (stderr %q), want %q", got, out.Stderr, want)
 		}
-		if got := e.cgroupValue(id, "memory", "memory.limit_in_bytes"); got != fmt.Sprint(96<<20) {
+		if got := e.cgroupValue(id, "memory", "memory.limit_in_bytes", "memory.max"); got != fmt.Sprint(96<<20) {
 			t.Errorf("memory.limit_in_bytes = %s", got)
 		}
-		if got := e.cgroupValue(id, "pids", "pids.max"); got != "77" {
+		if got := e.cgroupValue(id, "pids", "pids.max", "pids.max"); got != "77" {
 			t.Errorf("pids.max = %s", got)
 		}
 		st := e.status(id)
@@ -186,10 +187,10 @@ func TestNRI(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		if got := e.cgroupValue(id, "cpu", "cpu.shares"); got != "333" {
+		if got := e.cgroupValue(id, "cpu", "cpu.shares", "cpu.weight"); got != cpuSharesValue(333) {
 			t.Errorf("cpu.shares after a CRI update = %s, want the plugin's 333", got)
 		}
-		if got := e.cgroupValue(id, "memory", "memory.limit_in_bytes"); got != fmt.Sprint(128<<20) {
+		if got := e.cgroupValue(id, "memory", "memory.limit_in_bytes", "memory.max"); got != fmt.Sprint(128<<20) {
 			t.Errorf("memory.limit_in_bytes after a CRI update = %s", got)
 		}
 
@@ -200,10 +201,10 @@ func TestNRI(t *testing.T) {
 		if failed, err := s.UpdateContainers([]*api.ContainerUpdate{u}); err != nil || len(failed) > 0 {
 			t.Fatalf("UpdateContainers: %v, failed %v", err, failed)
 		}
-		if got := e.cgroupValue(id, "memory", "memory.limit_in_bytes"); got != fmt.Sprint(160<<20) {
+		if got := e.cgroupValue(id, "memory", "memory.limit_in_bytes", "memory.max"); got != fmt.Sprint(160<<20) {
 			t.Errorf("memory.limit_in_bytes after the plugin's update = %s", got)
 		}
-		if got := e.cgroupValue(id, "cpu", "cpu.shares"); got != "333" {
+		if got := e.cgroupValue(id, "cpu", "cpu.shares", "cpu.weight"); got != cpuSharesValue(333) {
 			t.Errorf("cpu.shares after the plugin's memory update = %s", got)
 		}
 		st = e.status(id)

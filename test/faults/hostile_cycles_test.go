@@ -47,14 +47,22 @@ func TestHostileCycles(t *testing.T) {
 	// The kubelet's pod-level pids limit: a cgroup parent with pids.max,
 	// under which each pod's cgroup is made.
 	parent := e.Parent + "/pidlimited"
-	pidsDir := filepath.Join("/sys/fs/cgroup/pids", parent)
-	if _, err := os.Stat("/sys/fs/cgroup/pids"); err != nil {
-		pidsDir = filepath.Join("/sys/fs/cgroup", parent) // cgroup v2
-	}
+	pidsMax := framework.CgroupFile(parent, "pids", "pids.max", "pids.max")
+	pidsDir := filepath.Dir(pidsMax)
 	if err := os.MkdirAll(pidsDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(pidsDir, "pids.max"), []byte("48"), 0o644); err != nil {
+	if framework.CgroupV2() {
+		// A v2 cgroup has pids.max only where its parent hands it the
+		// controller, all the way down from the root.
+		for dir := pidsDir; dir != "/sys/fs/cgroup"; {
+			dir = filepath.Dir(dir)
+			if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+pids"), 0o644); err != nil {
+				t.Fatalf("enable pids in %s: %v", dir, err)
+			}
+		}
+	}
+	if err := os.WriteFile(pidsMax, []byte("48"), 0o644); err != nil {
 		t.Fatalf("pids.max: %v", err)
 	}
 

@@ -210,8 +210,14 @@ func waitExecRunning(t *testing.T, ctrPid int) {
 	}
 	var path string
 	for _, line := range strings.Split(string(cg), "\n") {
-		if f := strings.SplitN(line, ":", 3); len(f) == 3 && f[1] == "pids" {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		if f[1] == "pids" {
 			path = "/sys/fs/cgroup/pids" + f[2] + "/cgroup.procs"
+		} else if f[0] == "0" && framework.CgroupV2() {
+			path = "/sys/fs/cgroup" + f[2] + "/cgroup.procs"
 		}
 	}
 	for deadline := time.Now().Add(settle); ; time.Sleep(20 * time.Millisecond) {

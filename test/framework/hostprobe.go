@@ -100,32 +100,6 @@ func isObjectID(name string) bool {
 	return true
 }
 
-// cgroupDirs lists the directories at and below each parent in every
-// hierarchy mounted under /sys/fs/cgroup (v1 controllers, named ones and
-// the unified v2 tree).
-func cgroupDirs(parents []string) []string {
-	if len(parents) == 0 {
-		return nil
-	}
-	hier, _ := os.ReadDir("/sys/fs/cgroup")
-	var out []string
-	for _, h := range hier {
-		if !h.IsDir() {
-			continue
-		}
-		for _, parent := range parents {
-			root := filepath.Join("/sys/fs/cgroup", h.Name(), parent)
-			_ = filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
-				if err == nil && e.IsDir() && p != root {
-					out = append(out, p)
-				}
-				return nil
-			})
-		}
-	}
-	return out
-}
-
 // veths lists the ports of the scope's bridges and, with Global, every
 // interface of the host netns whose peer is elsewhere (iflink differs
 // from ifindex, as for a veth whose other end is in a pod).

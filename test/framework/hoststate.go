@@ -131,7 +131,7 @@ func SnapshotHost(t testing.TB, scope HostScope) HostState {
 			}
 		}
 	}
-	for _, cg := range cgroupDirs(scope.CgroupParents) {
+	for _, cg := range CgroupDirs(scope.CgroupParents) {
 		add("cgroup", cg)
 	}
 	for _, v := range veths(scope) {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berth-runtime/berth/test/framework"
 	"github.com/berth-runtime/berth/test/kubehost"
 )
 
@@ -143,6 +144,10 @@ func undoHost(t *testing.T, before hostState, cgroupRoot string) {
 // cpus and mems so that children can be populated.
 func makeCgroupRoot(t *testing.T, path string) {
 	t.Helper()
+	if framework.CgroupV2() {
+		makeCgroupRootV2(t, path)
+		return
+	}
 	entries, err := os.ReadDir("/sys/fs/cgroup")
 	if err != nil {
 		t.Fatal(err)
@@ -164,6 +169,30 @@ func makeCgroupRoot(t *testing.T, path string) {
 				v, _ := os.ReadFile(filepath.Join(h, f))
 				os.WriteFile(filepath.Join(d, f), v, 0o644)
 			}
+		}
+	}
+}
+
+// kubeletControllers are what the kubelet requires of its cgroup root on
+// v2 (k8s cm/cgroup_v2_manager_linux.go), and io for its IO weights.
+const kubeletControllers = "+cpu +cpuset +memory +hugetlb +pids +io"
+
+// makeCgroupRootV2 creates path in the unified tree with the kubelet's
+// controllers enabled from the root down to it and in it, so that the
+// kubelet finds them in the root and can hand them on to kubepods.
+func makeCgroupRootV2(t *testing.T, path string) {
+	t.Helper()
+	dir := filepath.Join("/sys/fs/cgroup", path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatalf("create cgroup %s: %v", dir, err)
+	}
+	var chain []string
+	for d := dir; d != "/sys/fs/cgroup"; d = filepath.Dir(d) {
+		chain = append([]string{filepath.Dir(d)}, chain...)
+	}
+	for _, d := range append(chain, dir) {
+		if err := os.WriteFile(filepath.Join(d, "cgroup.subtree_control"), []byte(kubeletControllers), 0o644); err != nil {
+			t.Fatalf("enable the kubelet's controllers in %s: %v", d, err)
 		}
 	}
 }

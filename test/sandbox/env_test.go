@@ -64,10 +64,11 @@ func (e *env) cleanup() {
 	}
 	// Whatever still runs under the test's own cgroup parent is a pause
 	// the daemon could not remove (it died, or the test broke it).
-	if pids, _ := os.ReadFile(filepath.Join("/sys/fs/cgroup/pids", e.parent, "cgroup.procs")); len(pids) > 0 {
+	procs := framework.CgroupProcs(e.parent)
+	if pids, _ := os.ReadFile(procs); len(pids) > 0 {
 		e.t.Errorf("cleanup: processes left under %s: %s", e.parent, pids)
 	}
-	killUnder("/sys/fs/cgroup/pids" + e.parent)
+	killUnder(filepath.Dir(procs))
 	framework.RemoveCgroup(e.parent)
 }
 
@@ -171,8 +172,11 @@ func (e *env) leftovers(id, cg string) []string {
 		}
 	}
 	if cg != "" {
-		dirs, _ := filepath.Glob("/sys/fs/cgroup/*" + cg)
-		left = append(left, dirs...)
+		for _, root := range framework.CgroupRoots() {
+			if _, err := os.Stat(filepath.Join(root, cg)); err == nil {
+				left = append(left, filepath.Join(root, cg))
+			}
+		}
 	}
 	return left
 }

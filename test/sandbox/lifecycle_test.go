@@ -55,10 +55,10 @@ func TestFailingPluginLeavesNothing(t *testing.T) {
 	if leases := e.net.Leases(t); len(leases) != 0 {
 		t.Errorf("leases left: %v", leases)
 	}
-	if kids, _ := filepath.Glob("/sys/fs/cgroup/*" + e.parent + "/*/"); len(kids) != 0 {
+	if kids := framework.CgroupDirs([]string{e.parent}); len(kids) != 0 {
 		t.Errorf("cgroups left: %v", kids)
 	}
-	if pids, _ := os.ReadFile(filepath.Join("/sys/fs/cgroup/pids", e.parent, "cgroup.procs")); len(pids) != 0 {
+	if pids, _ := os.ReadFile(framework.CgroupProcs(e.parent)); len(pids) != 0 {
 		t.Errorf("processes left: %s", pids)
 	}
 	mounts, _ := os.ReadFile("/proc/self/mountinfo")

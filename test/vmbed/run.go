@@ -58,28 +58,36 @@ func Run(ctx context.Context, cfg RunConfig) (int, error) {
 		return -1, fmt.Errorf("job disk: %w", err)
 	}
 	start := time.Now()
-	if err := boot(ctx, cfg, work, job, init); err != nil {
-		return -1, err
+	bootErr := boot(ctx, cfg, work, job, init)
+	cfg.Log.Info("machine powered off", "after", time.Since(start).Round(100*time.Millisecond), "error", bootErr)
+	// What the job left is copied out even when the machine was stopped
+	// (a timeout): its logs say where it hung.
+	outErr := keepOutput(cfg, job, work)
+	if bootErr != nil {
+		return -1, bootErr
 	}
-	cfg.Log.Info("machine powered off", "after", time.Since(start).Round(100*time.Millisecond))
-	if cfg.Out != "" {
-		// The whole output, also where the port lost the last bytes.
-		os.MkdirAll(cfg.Out, 0o755)
-		debugfs(ctx, job, "dump /job.log "+filepath.Join(cfg.Out, "job.log"), nil)
-	}
-	rc, err := jobExitCode(ctx, job)
+	rc, err := jobExitCode(context.Background(), job)
 	if err != nil {
 		return -1, err
 	}
-	if cfg.Out != "" {
-		if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
-			return -1, err
-		}
-		if err := copyOut(ctx, job, work, cfg.Out); err != nil {
-			return -1, fmt.Errorf("copying /job/out to %s: %w", cfg.Out, err)
-		}
+	return rc, outErr
+}
+
+// keepOutput copies the job's whole output (also where the serial port
+// lost its last bytes) and its /job/out into cfg.Out.
+func keepOutput(cfg RunConfig, job, work string) error {
+	if cfg.Out == "" {
+		return nil
 	}
-	return rc, nil
+	ctx := context.Background() // the run's may be over: this is the cleanup
+	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+		return err
+	}
+	debugfs(ctx, job, "dump /job.log "+filepath.Join(cfg.Out, "job.log"), nil)
+	if err := copyOut(ctx, job, work, cfg.Out); err != nil {
+		return fmt.Errorf("copying /job/out to %s: %w", cfg.Out, err)
+	}
+	return nil
 }
 
 // jobDisk writes the job disk: the command as /run, the inputs under /in,
