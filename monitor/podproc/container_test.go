@@ -242,6 +242,20 @@ func alive(pid int) bool {
 	return len(f) > 0 && f[0] != "Z"
 }
 
+// ppid is a process's parent, 0 if it is gone.
+func ppid(pid int) int {
+	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+	if len(f) < 2 {
+		return 0
+	}
+	n, _ := strconv.Atoi(f[1])
+	return n
+}
+
 // TestContainerLifecycle: create, start, log, exec (sync, with stdin),
 // update, signal, the exit recorded and what libcontainer kept removed.
 func TestContainerLifecycle(t *testing.T) {
@@ -251,6 +265,10 @@ func TestContainerLifecycle(t *testing.T) {
 	st, err := p.c.Status(ctx, "c1")
 	if err != nil || st.State != StateCreated || st.Pid <= 0 || !alive(st.Pid) {
 		t.Fatalf("status after create: %+v %v", st, err)
+	}
+	// Answered once the helper is gone: the init is the pod process's.
+	if pp := ppid(st.Pid); pp != p.proc.Pid {
+		t.Fatalf("the init's parent is %d, not the pod process %d", pp, p.proc.Pid)
 	}
 	if _, err := p.c.Exec(ctx, &ExecRequest{ID: "c1", Args: []string{"true"}}); !IsCode(err, CodeNotRunning) {
 		t.Fatalf("exec before start: %v", err)
@@ -471,8 +489,8 @@ func TestExecTTYAndHangup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !alive(s.Pid) {
-		t.Fatalf("exec %d not running", s.Pid)
+	if !alive(s.Pid) || ppid(s.Pid) != p.proc.Pid {
+		t.Fatalf("exec %d not running as the pod process's child (parent %d)", s.Pid, ppid(s.Pid))
 	}
 	s.Close()
 	waitFor(t, func() bool { return !alive(s.Pid) })

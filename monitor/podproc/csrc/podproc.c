@@ -107,14 +107,15 @@ struct proc {
 
 struct job {
 	int kind; /* EV_JOB */
-	int fd, ack, console, op, ours[3], nours;
-	pid_t helper; /* 0 once reaped */
+	int fd, ack, console, op, ours[3], nours, eof, pidfd, master;
+	pid_t helper, pid; /* helper: 0 once reaped; pid: the process it made */
 	long long deadline;
 	struct proc *p;
 	struct conn *c;
-	char *err; /* a destroy after a failed create: the create's answer */
+	char *err;	      /* a destroy after a failed create: the create's answer */
+	const char *fault, *memcg; /* the result's */
 	size_t n;
-	char res[2048];
+	char res[2048], why[256];
 	struct job *next;
 };
 
@@ -631,8 +632,8 @@ static struct job *spawn(int op, const char *id, const char *dir, const int *the
 	close(in);
 	close(res[1]);
 	close(ack[0]);
-	*j = (struct job){.kind = EV_JOB, .fd = res[0], .ack = ack[1], .console = -1, .op = op, .helper = pid,
-			  .deadline = now_ms() + SPAWN_MS, .ours = {-1, -1, -1}, .next = jobs};
+	*j = (struct job){.kind = EV_JOB, .fd = res[0], .ack = ack[1], .console = -1, .op = op, .helper = pid, .pidfd = -1,
+			  .master = -1, .deadline = now_ms() + SPAWN_MS, .ours = {-1, -1, -1}, .next = jobs};
 	fcntl(res[0], F_SETFL, O_NONBLOCK);
 	if (watch(res[0], j, EPOLLIN) < 0) { /* cannot happen short of ENOMEM */
 		kill(pid, SIGKILL);
@@ -695,9 +696,12 @@ static void job_end(struct job *j)
 	while (*jp != j)
 		jp = &(*jp)->next;
 	*jp = j->next;
-	epoll_ctl(epfd, EPOLL_CTL_DEL, j->fd, NULL);
-	close(j->fd);
-	close(j->ack); /* the helper may exit: we hold its process, or none */
+	if (j->fd >= 0) {
+		epoll_ctl(epfd, EPOLL_CTL_DEL, j->fd, NULL);
+		close(j->fd);
+	}
+	if (j->ack >= 0)
+		close(j->ack);
 	if (j->console >= 0)
 		close(j->console);
 	for (int i = 0; i < j->nours; i++)
@@ -709,16 +713,17 @@ static void job_end(struct job *j)
 	dead_jobs = j;
 }
 
-/* job_done acts on the helper's result, read whole: lines "pid N",
- * "memcg DIR", "error TEXT", "ok" (monitor.SpawnFormatLines). */
-static void job_done(struct job *j)
+static void job_done(struct job *j);
+
+/* job_result takes the helper's result, read whole: lines "pid N",
+ * "memcg DIR", "error TEXT", "ok" (monitor.SpawnFormatLines). The
+ * process it made, still the helper's unreaped child (so the pid is its),
+ * gets a pidfd; then the helper may exit, and the caller is answered once
+ * it has: the process is this one's child by then. */
+static void job_result(struct job *j)
 {
-	int okay = 0, pidfd = -1, master = -1;
-	pid_t pid = 0;
-	const char *err = NULL, *memcg = NULL;
-	struct proc *p = j->p;
-	struct conn *c = j->c;
-	struct pp_enc e;
+	int okay = 0;
+	const char *id = j->p != NULL ? j->p->id : "?";
 	j->res[j->n] = 0;
 	for (char *l = j->res, *nl; *l; l = nl) {
 		if ((nl = strchr(l, '\n')) != NULL)
@@ -726,32 +731,50 @@ static void job_done(struct job *j)
 		else
 			nl = l + strlen(l);
 		if (strncmp(l, "pid ", 4) == 0)
-			pid = atoi(l + 4);
+			j->pid = atoi(l + 4);
 		else if (strncmp(l, "memcg ", 6) == 0)
-			memcg = l + 6;
+			j->memcg = l + 6;
 		else if (strncmp(l, "error ", 6) == 0)
-			err = l + 6;
+			j->fault = l + 6;
 		else if (strcmp(l, "ok") == 0)
 			okay = 1;
 	}
+	if (j->fault == NULL && !okay) {
+		snprintf(j->why, sizeof j->why, "%s %s: the spawn helper ended without an answer", ops[j->op], id);
+		j->fault = j->why;
+	} else if (j->fault == NULL && (j->op == J_CREATE || j->op == J_EXEC)) {
+		if (j->pid <= 0 || (j->pidfd = (int)syscall(SYS_pidfd_open, j->pid, 0)) < 0) {
+			snprintf(j->why, sizeof j->why, "%s %s: no process (pid %d): %s", ops[j->op], id, (int)j->pid, strerror(errno));
+			j->fault = j->why;
+		} else if (j->console >= 0 && (j->master = recv_fd(j->console)) < 0) {
+			snprintf(j->why, sizeof j->why, "%s %s: receive the terminal: %s", ops[j->op], id, strerror(errno));
+			j->fault = j->why;
+			syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
+			close(j->pidfd); /* reaped as an orphan */
+			j->pidfd = -1;
+		}
+	}
+	epoll_ctl(epfd, EPOLL_CTL_DEL, j->fd, NULL);
+	close(j->fd);
+	close(j->ack); /* the helper may exit: the process is held, or none */
+	j->fd = j->ack = -1;
+	j->eof = 1;
+	if (j->helper == 0)
+		job_done(j);
+}
+
+/* job_done acts on the result once the helper is gone. */
+static void job_done(struct job *j)
+{
+	int pidfd = j->pidfd, master = j->master;
+	pid_t pid = j->pid;
+	const char *err = j->fault, *memcg = j->memcg;
+	struct proc *p = j->p;
+	struct conn *c = j->c;
+	struct pp_enc e;
 	const char *id = p != NULL ? p->id : "?";
 	if (c != NULL)
 		c->held = NULL;
-	if (err == NULL && !okay) {
-		snprintf(why, sizeof why, "%s %s: the spawn helper ended without an answer", ops[j->op], id);
-		err = why;
-	} else if (err == NULL && (j->op == J_CREATE || j->op == J_EXEC)) {
-		/* Still the helper's unreaped child, so the pid is its. */
-		if (pid <= 0 || (pidfd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0) {
-			snprintf(why, sizeof why, "%s %s: no process (pid %d): %s", ops[j->op], id, (int)pid, strerror(errno));
-			err = why;
-		} else if (j->console >= 0 && (master = recv_fd(j->console)) < 0) {
-			snprintf(why, sizeof why, "%s %s: receive the terminal: %s", ops[j->op], id, strerror(errno));
-			err = why;
-			syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
-			close(pidfd); /* reaped as an orphan */
-		}
-	}
 	if (err != NULL && j->op != J_DESTROY)
 		logmsg("podproc %s: %s", pod, err);
 	switch (j->op) {
@@ -851,7 +874,7 @@ static void job_read(struct job *j)
 		return;
 	if (n > 0 && (j->n += (size_t)n) < sizeof j->res - 1)
 		return;
-	job_done(j);
+	job_result(j);
 }
 
 /* fifo_read: libcontainer's init writes a byte to its exec fifo once it
@@ -888,9 +911,14 @@ static void reap(void)
 		pid_t pid = waitpid(-1, &st, WNOHANG);
 		if (pid <= 0)
 			return;
-		for (struct job *j = jobs; j != NULL; j = j->next)
-			if (j->helper == pid)
-				j->helper = 0;
+		for (struct job *j = jobs; j != NULL; j = j->next) {
+			if (j->helper != pid)
+				continue;
+			j->helper = 0;
+			if (j->eof)
+				job_done(j); /* unlinks j */
+			break;
+		}
 		/* An orphan of a container (a subreaper's lot) is just reaped. */
 		for (struct proc *p = procs; p != NULL; p = p->next) {
 			if (p->pid != pid || p->reaped)
@@ -1590,7 +1618,7 @@ int main(int argc, char **argv)
 			if (p->drain > 0 && (next < 0 || p->drain < next))
 				next = p->drain;
 		for (struct job *j = jobs; j != NULL; j = j->next)
-			if (j->helper > 0 && (next < 0 || j->deadline < next))
+			if (j->helper > 0 && j->deadline != LLONG_MAX && (next < 0 || j->deadline < next))
 				next = j->deadline;
 		struct epoll_event evs[16];
 		int n = epoll_wait(epfd, evs, 16, next < 0 ? -1 : next <= now ? 0 : (int)(next - now));
@@ -1617,7 +1645,7 @@ int main(int argc, char **argv)
 			if (j->helper > 0 && j->deadline <= now) {
 				logmsg("podproc %s: the spawn helper's %s took over %d s: killed", pod, ops[j->op], SPAWN_MS / 1000);
 				kill(j->helper, SIGKILL); /* unreaped: still its pid */
-				j->helper = 0;
+				j->deadline = LLONG_MAX;
 			}
 	}
 	unlink(sock);
