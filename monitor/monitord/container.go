@@ -40,6 +40,7 @@ type ctr struct {
 	stdin   *os.File // our end of the container's stdin, when it has one
 	copiers sync.WaitGroup
 	cgroups map[string]string
+	oom     *oomWatch // the systemd driver's oom_kill watch (oomwatch.go)
 
 	died chan struct{} // closed once the process has exited and is reaped
 	// exited is done once exit is set and recorded.
@@ -132,6 +133,7 @@ func (c *ctr) create(o *monitor.CreateRequest) (err error) {
 	}
 	theirs = nil
 	c.proc, c.pid, c.cgroups = proc, proc.pid, res.Cgroups
+	c.watchOOM()
 	if console != nil {
 		// Sent by the init before the helper's answer; the init and the
 		// helper hold no end any more: nothing sent reads as EOF.
@@ -139,6 +141,7 @@ func (c *ctr) create(o *monitor.CreateRequest) (err error) {
 		console.Close()
 		if err != nil {
 			c.kill()
+			c.oomSeen(0)
 			return fmt.Errorf("container %s: receive console: %w", c.id, err)
 		}
 		// A terminal keeps a goroutine of its own: closing the master
@@ -343,7 +346,7 @@ func (c *ctr) wait() {
 	// signals through it, and learns that the process is gone (ESRCH).
 	c.srv.reaped(c.proc)
 	close(c.died)
-	exit.OOMKilled = oomKilled(c.cgroups)
+	exit.OOMKilled = c.oomSeen(exit.Signal) || oomKilled(c.cgroups)
 	// Destroy kills what the process left in its cgroup, so the pipes they
 	// hold reach EOF, and removes the cgroup and libcontainer's state.
 	if !c.removeLeftovers() {

@@ -129,10 +129,32 @@ func TestKubeletUnifiedMap(t *testing.T) {
 	if out, err := exec.Command("systemctl", "daemon-reload").CombinedOutput(); err != nil {
 		t.Fatalf("systemctl daemon-reload: %v: %s", err, out)
 	}
+	if v := e.systemdVersion(); v < 253 {
+		// A known gap (docs/cgroups.md): before 253 a scope has no
+		// OOMPolicy=, and a reload writes memory.oom.group 0 over the
+		// kubelet's 1. Still checked: the rest of the map.
+		t.Logf("systemd %d resets memory.oom.group on a reload (fixed in 253): not checked", v)
+		delete(unified, "memory.oom.group")
+	}
 	check("after systemctl daemon-reload")
 	s, err := e.d.Runtime.ContainerStatus(framework.Ctx(t), &runtimeapi.ContainerStatusRequest{ContainerId: id})
 	if err != nil || s.Status.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		t.Errorf("container after the updates: %v %v", s.GetStatus().GetState(), err)
 	}
 	e.removePod(pod)
+}
+
+// systemdVersion is the major version of the systemd that answers.
+func (e *env) systemdVersion() int {
+	e.t.Helper()
+	v, err := e.sd.GetManagerProperty("Version")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	major, _, _ := strings.Cut(strings.Trim(v, `"`), ".")
+	n, err := strconv.Atoi(major)
+	if err != nil {
+		e.t.Fatalf("systemd version %q", v)
+	}
+	return n
 }
