@@ -107,7 +107,8 @@ struct proc {
 
 struct job {
 	int kind; /* EV_JOB */
-	int fd, ack, console, op, ours[3], nours, eof, pidfd, master;
+	int fd, ack, console, op, ours[3], nours, eof, pidfd, master, gone, status;
+	struct timespec finished; /* gone: its process ended, status, at finished */
 	pid_t helper, pid; /* helper: 0 once reaped; pid: the process it made */
 	long long deadline;
 	struct proc *p;
@@ -713,6 +714,34 @@ static void job_end(struct job *j)
 	dead_jobs = j;
 }
 
+static void fifo_read(struct pipe_ev *pe, int dead);
+
+/* reaped records that a process ended (st, at t), and has its exit
+ * recorded as soon as it may be. */
+static void reaped(struct proc *p, int st, const struct timespec *t)
+{
+	p->reaped = 1;
+	p->status = st;
+	p->finished = *t;
+	if (p->pidfd >= 0)
+		close(p->pidfd);
+	p->pidfd = -1;
+	p->oom = oom_killed(p->cgroup);
+	if (p->fifo.fd >= 0)
+		fifo_read(&p->fifo, 1);
+	if (p->kind == K_CTR) {
+		/* Kill what it left in its cgroup (so the pipes they hold reach
+		 * EOF), remove the cgroup and the state. */
+		if ((p->job = spawn(J_DESTROY, p->id, NULL, NULL, 0, 0)) != NULL) {
+			p->job->p = p;
+			p->destroying = 1;
+		}
+	}
+	/* Once what it left is destroyed, the output has DRAIN_MS to drain. */
+	p->drain = p->destroying ? 0 : now_ms() + DRAIN_MS;
+	settle(p);
+}
+
 static void job_done(struct job *j);
 
 /* job_result takes the helper's result, read whole: lines "pid N",
@@ -835,6 +864,8 @@ static void job_done(struct job *j)
 			pp_put_u32(&e, PP_T_PID, (uint32_t)pid);
 			reply(c, &e);
 		}
+		if (j->gone)
+			reaped(p, j->status, &j->finished);
 		break;
 	case J_EXEC:
 		if (err != NULL) {
@@ -850,17 +881,19 @@ static void job_done(struct job *j)
 		procs = p;
 		if (master >= 0)
 			j->ours[j->nours++] = master;
-		if (c == NULL) {
+		if (c == NULL && !j->gone) {
 			proc_kill(p, SIGKILL); /* berth hung up: nobody reads */
-			break;
+		} else if (c != NULL) {
+			c->mode = M_EXEC;
+			c->p = p;
+			p->execc = c;
+			begin(&e, c, PP_C_OK);
+			pp_put_u32(&e, PP_T_PID, (uint32_t)pid);
+			if (respond(c, &e, j->ours, j->nours) < 0)
+				conn_close(c);
 		}
-		c->mode = M_EXEC;
-		c->p = p;
-		p->execc = c;
-		begin(&e, c, PP_C_OK);
-		pp_put_u32(&e, PP_T_PID, (uint32_t)pid);
-		if (respond(c, &e, j->ours, j->nours) < 0)
-			conn_close(c);
+		if (j->gone)
+			reaped(p, j->status, &j->finished);
 		break;
 	}
 	j->p = NULL;
@@ -912,6 +945,15 @@ static void reap(void)
 		if (pid <= 0)
 			return;
 		for (struct job *j = jobs; j != NULL; j = j->next) {
+			if (j->eof && j->pid == pid && !j->gone) {
+				/* Its process, ended before the helper: kept for
+				 * job_done, whose record is not made yet. */
+				j->gone = 1;
+				j->status = st;
+				clock_gettime(CLOCK_REALTIME, &j->finished);
+				pid = -1; /* no record has it */
+				break;
+			}
 			if (j->helper != pid)
 				continue;
 			j->helper = 0;
@@ -919,33 +961,14 @@ static void reap(void)
 				job_done(j); /* unlinks j */
 			break;
 		}
+		struct timespec now;
+		clock_gettime(CLOCK_REALTIME, &now);
 		/* An orphan of a container (a subreaper's lot) is just reaped. */
-		for (struct proc *p = procs; p != NULL; p = p->next) {
-			if (p->pid != pid || p->reaped)
-				continue;
-			p->reaped = 1;
-			p->status = st;
-			clock_gettime(CLOCK_REALTIME, &p->finished);
-			if (p->pidfd >= 0)
-				close(p->pidfd);
-			p->pidfd = -1;
-			p->oom = oom_killed(p->cgroup);
-			if (p->fifo.fd >= 0)
-				fifo_read(&p->fifo, 1);
-			if (p->kind == K_CTR) {
-				/* Kill what it left in its cgroup (so the pipes they
-				 * hold reach EOF), remove the cgroup and the state. */
-				if ((p->job = spawn(J_DESTROY, p->id, NULL, NULL, 0, 0)) != NULL) {
-					p->job->p = p;
-					p->destroying = 1;
-				}
+		for (struct proc *p = procs; p != NULL; p = p->next)
+			if (p->pid == pid && !p->reaped) {
+				reaped(p, st, &now);
+				break;
 			}
-			/* Once what it left is destroyed (killed, so the pipes it
-			 * holds reach EOF), the output has DRAIN_MS to drain. */
-			p->drain = p->destroying ? 0 : now_ms() + DRAIN_MS;
-			settle(p);
-			break;
-		}
 	}
 }
 
@@ -1394,13 +1417,21 @@ static int dispatch(struct conn *c)
 		proc_end(p);
 		return ok(c);
 	case PP_SHUTDOWN: {
+		/* Execs do not keep the pod: as berth's own hangup would, the
+		 * end kills them, and their helpers. */
 		int running = 0;
 		for (p = procs; p != NULL; p = p->next)
-			running += p->state != PP_S_EXITED;
+			running += p->kind != K_EXEC && p->state != PP_S_EXITED;
 		for (struct job *j = jobs; j != NULL; j = j->next)
-			running++;
+			running += j->op != J_EXEC;
 		if (running > 0)
 			return fail(c, PP_C_BUSY, "pod %s still has %d running processes", pod, running);
+		for (p = procs; p != NULL; p = p->next)
+			if (!p->reaped)
+				proc_kill(p, SIGKILL);
+		for (struct job *j = jobs; j != NULL; j = j->next)
+			if (j->helper > 0)
+				kill(j->helper, SIGKILL);
 		quit = 1;
 		return ok(c);
 	}
