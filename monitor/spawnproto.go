@@ -73,6 +73,7 @@ type SpawnRequest struct {
 // SpawnFormatLines is the result as lines, each a key, a space and a
 // value: "pid N" (a create's or exec's process), "memcg DIR" (the
 // container's memory cgroup, whose oom_kill counter tells an OOM kill),
+// "plain" then "cgroup DIR" for each of its cgroups (Plain),
 // "error TEXT" (on one line), and "ok" last on success. A result without
 // "ok" or "error" is a helper that died before it answered.
 const SpawnFormatLines = "lines"
@@ -83,4 +84,8 @@ type SpawnResult struct {
 	Pid   int    `json:"pid,omitempty"`
 	// Cgroups are the container's cgroup directories by hierarchy.
 	Cgroups map[string]string `json:"cgroups,omitempty"`
+	// Plain (create): destroying the container once it exits is only
+	// removing Cgroups and its state dir (monitord's plainDestroy: a PID
+	// namespace of its own, no poststop hook, no Intel RDT, cgroupfs).
+	Plain bool `json:"plain,omitempty"`
 }

@@ -87,6 +87,14 @@ func encodeResult(format string, res *monitor.SpawnResult) []byte {
 			break
 		}
 	}
+	if res.Plain {
+		b.WriteString("plain\n")
+		for _, d := range res.Cgroups {
+			if !strings.ContainsAny(d, "\n") {
+				fmt.Fprintf(&b, "cgroup %s\n", d)
+			}
+		}
+	}
 	b.WriteString("ok\n")
 	return []byte(b.String())
 }
@@ -257,12 +265,29 @@ func create(r *monitor.SpawnRequest, spec *specs.Spec, fault *faultpoint.Point) 
 		c.Destroy()
 		return fail(err)
 	}
-	res := &monitor.SpawnResult{Pid: pid}
+	res := &monitor.SpawnResult{Pid: pid, Plain: plainDestroy(r, spec)}
 	if st, err := c.State(); err == nil {
 		res.Cgroups = st.CgroupPaths
 	}
 	fault.Hit(PointStarted, r.ID)
 	return res
+}
+
+// plainDestroy tells whether destroying the container once it exited is
+// only removing directories: it had a PID namespace of its own (the
+// kernel killed whatever was left when its init died), no poststop hook
+// is to run, no Intel RDT group is to remove, and its cgroups are
+// cgroupfs directories, no systemd unit.
+func plainDestroy(r *monitor.SpawnRequest, s *specs.Spec) bool {
+	if r.Systemd || s.Linux == nil || s.Linux.IntelRdt != nil || (s.Hooks != nil && len(s.Hooks.Poststop) > 0) {
+		return false
+	}
+	for _, ns := range s.Linux.Namespaces {
+		if ns.Type == specs.PIDNamespace {
+			return ns.Path == ""
+		}
+	}
+	return false
 }
 
 func execute(r *monitor.SpawnRequest, spec *specs.Spec, fault *faultpoint.Point) *monitor.SpawnResult {

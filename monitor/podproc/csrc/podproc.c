@@ -91,6 +91,7 @@ struct job; /* one run of the spawn helper */
 struct proc {
 	struct proc *next;
 	char *id, *dir, *cgroup; /* cgroup: where the oom_kill counter is */
+	char *cgdirs;		 /* a plain destroy's cgroups, each ending in \n */
 	struct logw log;
 	int kind, state, reaped, status, pidfd, tty, stdin_once, destroying;
 	pid_t pid;
@@ -107,7 +108,7 @@ struct proc {
 
 struct job {
 	int kind; /* EV_JOB */
-	int fd, ack, console, op, ours[3], nours, eof, pidfd, master, gone, status;
+	int fd, ack, console, op, ours[3], nours, eof, pidfd, master, gone, status, plain;
 	struct timespec finished; /* gone: its process ended, status, at finished */
 	pid_t helper, pid; /* helper: 0 once reaped; pid: the process it made */
 	long long deadline;
@@ -716,6 +717,30 @@ static void job_end(struct job *j)
 
 static void fifo_read(struct pipe_ev *pe, int dead);
 
+/* plain_destroy removes what an exited container of its own PID
+ * namespace left where that is only directories (SpawnResult.Plain): its
+ * cgroups, emptied by the kernel with its init, and libcontainer's
+ * state, sparing a helper run on every stop. -1: the helper does it. */
+static int plain_destroy(struct proc *p)
+{
+	static const char *const files[] = {"exec.fifo", "state.json", ""};
+	char path[PATH_MAX];
+	for (char *d = p->cgdirs, *nl; (nl = strchr(d, '\n')) != NULL; d = nl + 1) {
+		*nl = 0;
+		int r = rmdir(d);
+		*nl = '\n';
+		if (r < 0 && errno != ENOENT)
+			return -1;
+	}
+	for (int i = 0; i < 3; i++) {
+		snprintf(path, sizeof path, "%s/%s/%s", root, p->id, files[i]);
+		if ((i < 2 ? unlink(path) : rmdir(path)) < 0 && errno != ENOENT)
+			return -1;
+	}
+	return 0;
+}
+
+
 /* reaped records that a process ended (st, at t), and has its exit
  * recorded as soon as it may be. */
 static void reaped(struct proc *p, int st, const struct timespec *t)
@@ -729,7 +754,7 @@ static void reaped(struct proc *p, int st, const struct timespec *t)
 	p->oom = oom_killed(p->cgroup);
 	if (p->fifo.fd >= 0)
 		fifo_read(&p->fifo, 1);
-	if (p->kind == K_CTR) {
+	if (p->kind == K_CTR && (p->cgdirs == NULL || plain_destroy(p) < 0)) {
 		/* Kill what it left in its cgroup (so the pipes they hold reach
 		 * EOF), remove the cgroup and the state. */
 		if ((p->job = spawn(J_DESTROY, p->id, NULL, NULL, 0, 0)) != NULL) {
@@ -767,6 +792,8 @@ static void job_result(struct job *j)
 			j->fault = l + 6;
 		else if (strcmp(l, "ok") == 0)
 			okay = 1;
+		else if (strcmp(l, "plain") == 0)
+			j->plain = 1;
 	}
 	if (j->fault == NULL && !okay) {
 		snprintf(j->why, sizeof j->why, "%s %s: the spawn helper ended without an answer", ops[j->op], id);
@@ -847,6 +874,20 @@ static void job_done(struct job *j)
 		p->pidfd = pidfd;
 		p->state = PP_S_CREATED;
 		p->cgroup = memcg != NULL ? strdup(memcg) : NULL;
+		if (j->plain) { /* its cgroups, for plain_destroy */
+			size_t len = 1;
+			for (size_t i = 0; i < j->n; i += strlen(j->res + i) + 1)
+				if (strncmp(j->res + i, "cgroup ", 7) == 0)
+					len += strlen(j->res + i) - 6;
+			if ((p->cgdirs = malloc(len)) != NULL) {
+				p->cgdirs[0] = 0;
+				for (size_t i = 0; i < j->n; i += strlen(j->res + i) + 1)
+					if (strncmp(j->res + i, "cgroup ", 7) == 0) {
+						strcat(p->cgdirs, j->res + i + 7);
+						strcat(p->cgdirs, "\n");
+					}
+			}
+		}
 		if (master >= 0) {
 			fcntl(master, F_SETFL, O_NONBLOCK);
 			p->out[0] = (struct pipe_ev){EV_PIPE, master, 1, p};
@@ -1017,6 +1058,7 @@ static void bury(void)
 		free(p->id);
 		free(p->dir);
 		free(p->cgroup);
+		free(p->cgdirs);
 		free(p);
 	}
 	while (dead_jobs != NULL) {
