@@ -44,7 +44,7 @@ func debootstrap(ctx context.Context, cfg ImageConfig) (string, error) {
 	return out, os.Rename(tmp, out)
 }
 
-var kernelDep = regexp.MustCompile(`Depends: (linux-image-[0-9.]+-[0-9]+-cloud-amd64)`)
+var kernelDep = regexp.MustCompile(`Depends: (linux-image-[0-9][0-9a-z.+~-]*-cloud-amd64)`)
 
 // fetchKernel returns Debian's cloud kernel package of suite, downloaded
 // once: the apt lists of suite are kept apart from the host's, so that a
