@@ -16,7 +16,7 @@ import (
 // memoryHog doubles a shell variable until the cgroup's limit kills it.
 const memoryHog = "x=aaaaaaaaaaaaaaaa; while true; do x=$x$x; done"
 
-// runLimited creates and starts a container with resources res.
+// runLimited creates and starts a container with resources res (nil: none).
 func (e *env) runLimited(pod string, podCfg *runtimeapi.PodSandboxConfig, name, script string, res *runtimeapi.LinuxContainerResources) string {
 	e.t.Helper()
 	ctx := framework.Ctx(e.t)

@@ -199,25 +199,7 @@ func (e *env) runPod(name, parent string) (string, *runtimeapi.PodSandboxConfig)
 
 func (e *env) runContainer(pod string, podCfg *runtimeapi.PodSandboxConfig, name, script string) string {
 	e.t.Helper()
-	ctx := framework.Ctx(e.t)
-	cfg := &runtimeapi.ContainerConfig{
-		Metadata: &runtimeapi.ContainerMetadata{Name: name},
-		Image:    &runtimeapi.ImageSpec{Image: e.image},
-		Command:  []string{"sh", "-c", script},
-		LogPath:  name + ".log",
-		Linux: &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
-			NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE},
-		}},
-	}
-	resp, err := e.d.Runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: pod, Config: cfg, SandboxConfig: podCfg})
-	if err != nil {
-		e.t.Fatalf("CreateContainer %s: %v", name, err)
-	}
-	e.ids = append(e.ids, resp.ContainerId)
-	if _, err := e.d.Runtime.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: resp.ContainerId}); err != nil {
-		e.t.Fatalf("StartContainer %s: %v", name, err)
-	}
-	return resp.ContainerId
+	return e.runLimited(pod, podCfg, name, script, nil)
 }
 
 // scope checks that systemd runs berth-<id>.scope in slice, holding pid
