@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opencontainers/cgroups"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-runtime/berth/test/framework"
@@ -69,10 +70,10 @@ func (e *env) waitExited(id string, within time.Duration) *runtimeapi.ContainerS
 // (default 10); the kubelet's multi-process case (memory.oom.group, a
 // forked hog) is every other round.
 func TestOOMKilledEveryTime(t *testing.T) {
-	e := newEnv(t)
-	if !e.v2 {
+	if !cgroups.IsCgroup2UnifiedMode() {
 		t.Skip("memory.oom.group and the scope race are cgroup v2's")
 	}
+	e := newEnv(t)
 	n := 10
 	if v, err := strconv.Atoi(os.Getenv("BERTH_OOM_REPEAT")); err == nil && v > 0 {
 		n = v
@@ -103,10 +104,10 @@ func TestOOMKilledEveryTime(t *testing.T) {
 // update with the same map and a systemctl daemon-reload (which re-applies
 // every unit's properties), and the container keeps running.
 func TestKubeletUnifiedMap(t *testing.T) {
-	e := newEnv(t)
-	if !e.v2 {
+	if !cgroups.IsCgroup2UnifiedMode() {
 		t.Skip("unified is cgroup v2's")
 	}
+	e := newEnv(t)
 	pod, podCfg := e.runPod("unified", e.slice)
 	unified := map[string]string{"memory.oom.group": "1", "memory.min": "0", "memory.low": "0", "memory.swap.max": "0"}
 	res := &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 64 << 20, Unified: unified}
