@@ -28,6 +28,14 @@ func (b *berth) endpoint() string  { return "unix://" + b.socket() }
 func (b *berth) nriSocket() string { return filepath.Join(b.work, "nri.sock") }
 func (b *berth) logPath() string   { return filepath.Join(b.work, "berth.log") }
 func (b *berth) stateDir() string  { return filepath.Join(b.work, "state") }
+func (b *berth) workDir() string   { return b.work }
+
+// cgroupParent is berth's default, cgroupfs.default_parent.
+func (b *berth) cgroupParent() string { return "berth" }
+
+// ids are the pods berth's log names and every object its state dir
+// still holds.
+func (b *berth) ids() map[string]bool { return idsIn(b.logPath(), b.stateDir()) }
 
 // mirrored are the registries critest's hard-coded image names use; the
 // test registry holds them all (repositories named as upstream's minus the

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,21 +20,30 @@ import (
 // told apart from what others have.
 type host struct {
 	work          string
-	parentExisted bool     // the default cgroup parent, /berth
-	cgroups       []string // pod and container cgroups under /berth
+	parent        string   // the runtime's default cgroup parent, /berth or /k8s.io
+	parentExisted bool     //
+	cgroups       []string // pod and container cgroups under the parent
 	shm           []int    // System V shared memory segment ids
 }
 
-func snapshotHost(work string) *host {
-	parents, _ := filepath.Glob("/sys/fs/cgroup/*/berth")
-	return &host{work: work, parentExisted: len(parents) > 0, cgroups: berthCgroups(), shm: shmSegments(func(size, attached int) bool { return true })}
+func snapshotHost(work, parent string) *host {
+	return &host{work: work, parent: parent, parentExisted: len(parentDirs(parent)) > 0, cgroups: childCgroups(parent), shm: shmSegments(func(size, attached int) bool { return true })}
 }
 
-// berthCgroups lists the cgroups directly under /berth, in every hierarchy.
-func berthCgroups() []string {
+// parentDirs lists the parent's directories that exist: one per v1
+// hierarchy, or the one of the unified hierarchy.
+func parentDirs(parent string) []string {
+	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*", parent))
+	if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", parent, "cgroup.procs")); err == nil {
+		dirs = append(dirs, filepath.Join("/sys/fs/cgroup", parent))
+	}
+	return dirs
+}
+
+// childCgroups lists the cgroups directly under the parent, in every hierarchy.
+func childCgroups(parent string) []string {
 	var out []string
-	parents, _ := filepath.Glob("/sys/fs/cgroup/*/berth")
-	for _, p := range append(parents, "/sys/fs/cgroup/berth") {
+	for _, p := range parentDirs(parent) {
 		entries, _ := os.ReadDir(p)
 		for _, e := range entries {
 			if e.IsDir() {
@@ -72,36 +80,14 @@ func shmSegments(keep func(size, attached int) bool) []int {
 	return ids
 }
 
-var objectID = regexp.MustCompile(`[0-9a-f]{64}`)
-
-// ours lists the pod and container ids this berth named: its log names
-// every pod, its state dir every container it did not remove.
-func ours(b *berth) map[string]bool {
-	ids := map[string]bool{}
-	if logText, err := os.ReadFile(b.logPath()); err == nil {
-		for _, m := range regexp.MustCompile(`pod=([0-9a-f]{64})`).FindAllSubmatch(logText, -1) {
-			ids[string(m[1])] = true
-		}
-	}
-	_ = filepath.WalkDir(b.stateDir(), func(p string, d os.DirEntry, err error) error {
-		if err == nil {
-			for _, id := range objectID.FindAllString(d.Name(), -1) {
-				ids[id] = true
-			}
-		}
-		return nil
-	})
-	return ids
-}
-
 // clean reports and removes, each step whatever the one before found, what
 // the run left: processes naming the temp dir (monitors), new cgroups under
-// /berth and what runs in them, mounts under the temp dir (netns pins, shm,
+// the runtime's cgroup parent and what runs in them, mounts under the temp dir (netns pins, shm,
 // rootfs, volumes), interfaces on the bridge, iptables rules naming the
 // subnet. It returns the number of leaks. The segments critest's HostIpc
 // specs make on the host with ipcmk and never remove are removed without
 // counting: they are not berth's.
-func (h *host) clean(log *slog.Logger, b *berth) int {
+func (h *host) clean(log *slog.Logger, b runtime) int {
 	leaks := 0
 	leak := func(what string, args ...any) {
 		log.Error("LEAK: "+what, args...)
@@ -111,15 +97,15 @@ func (h *host) clean(log *slog.Logger, b *berth) int {
 		leak("process", "pid", pid, "cmdline", hostcheck.Cmdline(pid))
 		_ = unix.Kill(pid, unix.SIGKILL)
 	}
-	// A new cgroup whose id this berth never named is only reported: it may
-	// be another runtime's (a berth of hack/run on the same /berth parent).
-	named := ours(b)
-	for _, d := range berthCgroups() {
+	// A new cgroup whose id the runtime never named is only reported: it
+	// may be another runtime's (a berth of hack/run on the same parent).
+	named := b.ids()
+	for _, d := range childCgroups(h.parent) {
 		if slices.Contains(h.cgroups, d) {
 			continue
 		}
 		if !named[filepath.Base(d)] {
-			leak("cgroup not named by this berth (left alone; another runtime's?)", "cgroup", d)
+			leak("cgroup not named by the runtime under test (left alone; another runtime's?)", "cgroup", d)
 			continue
 		}
 		procs, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))
@@ -134,8 +120,7 @@ func (h *host) clean(log *slog.Logger, b *berth) int {
 		}
 	}
 	if !h.parentExisted {
-		parents, _ := filepath.Glob("/sys/fs/cgroup/*/berth")
-		for _, p := range append(parents, "/sys/fs/cgroup/berth") {
+		for _, p := range parentDirs(h.parent) {
 			_ = os.Remove(p)
 		}
 	}

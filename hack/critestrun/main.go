@@ -13,7 +13,10 @@
 // or 1 if critest passed but something leaked; 130/143 on SIGINT/SIGTERM.
 // Logs of the last run: $BERTH_OUTPUT/critest/{critest.log,berth.log,config.toml};
 // BERTH_CRITEST_VERBOSE=1 streams critest's output too.
-// BERTH_CRITEST_CGROUP_DRIVER=systemd runs berth with the systemd cgroup driver.
+// BERTH_CRITEST_CGROUP_DRIVER=systemd runs the runtime with the systemd cgroup
+// driver. BERTH_CRITEST_RUNTIME=containerd runs the same suite, mirrors,
+// bridge, subnet and host checks against containerd (BERTH_CONTAINERD_DIR
+// and BERTH_RUNC, as hack/install-containerd builds them) instead of berth.
 package main
 
 import (
@@ -50,6 +53,7 @@ var ports = []int{12000, 12001, 12002, 12003}
 // env is what hack/env.sh and hack/registry export.
 type env struct {
 	berth, critest, ginkgo, cniBinDir, registry, logs string
+	runtime, containerdDir, runc, cgroupDriver        string
 	nodes                                             int
 	verbose                                           bool
 }
@@ -66,16 +70,30 @@ func main() {
 
 func readEnv() (env, error) {
 	e := env{
-		berth:     os.Getenv("BERTH_BINARY"),
-		critest:   os.Getenv("BERTH_CRITEST"),
-		ginkgo:    os.Getenv("BERTH_GINKGO"),
-		cniBinDir: os.Getenv("BERTH_CNI_BIN_DIR"),
-		registry:  os.Getenv("BERTH_TEST_REGISTRY"),
-		logs:      filepath.Join(os.Getenv("BERTH_OUTPUT"), "critest"),
-		nodes:     4,
-		verbose:   os.Getenv("BERTH_CRITEST_VERBOSE") == "1",
+		berth:        os.Getenv("BERTH_BINARY"),
+		critest:      os.Getenv("BERTH_CRITEST"),
+		ginkgo:       os.Getenv("BERTH_GINKGO"),
+		cniBinDir:    os.Getenv("BERTH_CNI_BIN_DIR"),
+		registry:     os.Getenv("BERTH_TEST_REGISTRY"),
+		logs:         filepath.Join(os.Getenv("BERTH_OUTPUT"), "critest"),
+		runtime:      os.Getenv("BERTH_CRITEST_RUNTIME"),
+		cgroupDriver: os.Getenv("BERTH_CRITEST_CGROUP_DRIVER"),
+		nodes:        4,
+		verbose:      os.Getenv("BERTH_CRITEST_VERBOSE") == "1",
 	}
-	for name, v := range map[string]string{"BERTH_BINARY": e.berth, "BERTH_CRITEST": e.critest, "BERTH_GINKGO": e.ginkgo, "BERTH_CNI_BIN_DIR": e.cniBinDir, "BERTH_TEST_REGISTRY": e.registry, "BERTH_OUTPUT": os.Getenv("BERTH_OUTPUT")} {
+	need := map[string]string{"BERTH_CRITEST": e.critest, "BERTH_GINKGO": e.ginkgo, "BERTH_CNI_BIN_DIR": e.cniBinDir, "BERTH_TEST_REGISTRY": e.registry, "BERTH_OUTPUT": os.Getenv("BERTH_OUTPUT")}
+	switch e.runtime {
+	case "", "berth":
+		e.runtime = "berth"
+		need["BERTH_BINARY"] = e.berth
+	case "containerd":
+		e.containerdDir, e.runc = os.Getenv("BERTH_CONTAINERD_DIR"), os.Getenv("BERTH_RUNC")
+		need["BERTH_CONTAINERD_DIR"], need["BERTH_RUNC"] = e.containerdDir, e.runc
+		e.logs = filepath.Join(os.Getenv("BERTH_OUTPUT"), "critest-containerd")
+	default:
+		return e, fmt.Errorf("BERTH_CRITEST_RUNTIME=%q: want berth or containerd", e.runtime)
+	}
+	for name, v := range need {
 		if v == "" {
 			return e, fmt.Errorf("%s is not set", name)
 		}
@@ -124,8 +142,8 @@ func run(log *slog.Logger, e env, args []string) int {
 		log.Error("work dir", "error", err)
 		return 1
 	}
-	h := snapshotHost(w)
-	b := &berth{bin: e.berth, work: w, cniBinDir: e.cniBinDir, registry: e.registry, cgroupDriver: os.Getenv("BERTH_CRITEST_CGROUP_DRIVER")}
+	b := newRuntime(e, w)
+	h := snapshotHost(w, b.cgroupParent())
 	rc := 1
 	if err := os.RemoveAll(e.logs); err == nil {
 		err = os.MkdirAll(e.logs, 0o755)
@@ -133,12 +151,12 @@ func run(log *slog.Logger, e env, args []string) int {
 	if err != nil {
 		log.Error("log dir", "error", err)
 	} else if err := b.start(ctx, log, e.logs); err != nil {
-		log.Error("start berth", "error", err, "log", b.logPath())
+		log.Error("start the runtime", "runtime", e.runtime, "error", err, "log", b.logPath())
 	} else {
 		rc = runCritest(ctx, log, e, b, args)
 	}
 	leaks := b.stop(log)
-	copyFile(b.logPath(), filepath.Join(e.logs, "berth.log"))
+	copyFile(b.logPath(), filepath.Join(e.logs, e.runtime+".log"))
 	leaks += h.clean(log, b)
 	if leaks > 0 {
 		log.Error("leaks found (see above)", "count", leaks)
@@ -146,7 +164,7 @@ func run(log *slog.Logger, e env, args []string) int {
 			rc = 1
 		}
 	} else {
-		log.Info("clean: no process, mount, cgroup, interface or iptables rule left behind")
+		log.Info("clean: no process, mount, cgroup, interface or iptables rule left behind", "runtime", e.runtime)
 	}
 	if ctx.Err() != nil {
 		if rc == 0 {
@@ -178,7 +196,7 @@ func newWorkDir() (string, error) {
 
 // runCritest runs the suite on b and prints each skipped spec with its
 // reason and ginkgo's summary; it returns critest's exit status.
-func runCritest(ctx context.Context, log *slog.Logger, e env, b *berth, args []string) int {
+func runCritest(ctx context.Context, log *slog.Logger, e env, b runtime, args []string) int {
 	argv := critestArgs(b, e.nodes, args)
 	logPath := filepath.Join(e.logs, "critest.log")
 	f, err := os.Create(logPath)
@@ -192,7 +210,7 @@ func runCritest(ctx context.Context, log *slog.Logger, e env, b *berth, args []s
 	cmd.WaitDelay = 30 * time.Second
 	// critest -parallel runs the ginkgo CLI from PATH; its temp files (host
 	// paths, log dirs, seccomp profiles) go under the run's temp dir.
-	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(e.ginkgo)+":"+os.Getenv("PATH"), "TMPDIR="+filepath.Join(b.work, "tmp"))
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(e.ginkgo)+":"+os.Getenv("PATH"), "TMPDIR="+filepath.Join(b.workDir(), "tmp"))
 	cmd.Stdout, cmd.Stderr = f, f
 	if e.verbose {
 		cmd.Stdout = io.MultiWriter(f, os.Stdout)
@@ -218,7 +236,7 @@ func runCritest(ctx context.Context, log *slog.Logger, e env, b *berth, args []s
 			fmt.Print(summarize(string(out)))
 		}
 	}
-	log.Info("critest exited", "status", rc, "after", time.Since(start).Round(time.Second), "output", logPath, "berth_log", filepath.Join(e.logs, "berth.log"))
+	log.Info("critest exited", "status", rc, "after", time.Since(start).Round(time.Second), "output", logPath, "runtime_log", filepath.Join(e.logs, e.runtime+".log"))
 	return rc
 }
 
@@ -227,7 +245,7 @@ func runCritest(ctx context.Context, log *slog.Logger, e env, b *berth, args []s
 // -benchmark, which makes ginkgo succinct), nodes processes for the
 // validation specs (the results were the same as serial in every run, in
 // half the time) unless args say -parallel, then args.
-func critestArgs(b *berth, nodes int, args []string) []string {
+func critestArgs(b runtime, nodes int, args []string) []string {
 	argv := []string{"--runtime-endpoint", b.endpoint(), "--image-endpoint", b.endpoint(), "--nri-socket", b.nriSocket(), "-ginkgo.no-color"}
 	benchmark, parallel := false, false
 	for _, a := range args {

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+)
+
+// runtime is the CRI runtime under test, on temp roots under its work dir.
+type runtime interface {
+	// start writes the runtime's configuration (a copy goes to logs),
+	// starts it and waits for it to answer on its socket.
+	start(ctx context.Context, log *slog.Logger, logs string) error
+	// stop removes what failed specs left and stops the runtime; it
+	// returns the number of leaks it saw itself.
+	stop(log *slog.Logger) int
+	endpoint() string
+	nriSocket() string
+	logPath() string
+	workDir() string
+	// cgroupParent is the directory, under each hierarchy's root, where
+	// the runtime puts the cgroups of pods critest gives no parent.
+	cgroupParent() string
+	// ids are the pod and container ids the runtime named.
+	ids() map[string]bool
+}
+
+func newRuntime(e env, work string) runtime {
+	if e.runtime == "containerd" {
+		return &containerd{dir: e.containerdDir, runc: e.runc, work: work, cniBinDir: e.cniBinDir, registry: e.registry, cgroupDriver: e.cgroupDriver}
+	}
+	return &berth{bin: e.berth, work: work, cniBinDir: e.cniBinDir, registry: e.registry, cgroupDriver: e.cgroupDriver}
+}
+
+var objectID = regexp.MustCompile(`[0-9a-f]{64}`)
+
+// idsIn lists the 64-hex ids named in a log and in the names of the
+// files under dir (a state dir names every object not removed).
+func idsIn(logPath, dir string) map[string]bool {
+	ids := map[string]bool{}
+	if logText, err := os.ReadFile(logPath); err == nil {
+		for _, id := range objectID.FindAllString(string(logText), -1) {
+			ids[id] = true
+		}
+	}
+	if dir == "" {
+		return ids
+	}
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil {
+			for _, id := range objectID.FindAllString(d.Name(), -1) {
+				ids[id] = true
+			}
+		}
+		return nil
+	})
+	return ids
+}
