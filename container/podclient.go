@@ -211,8 +211,8 @@ func (j jsonClient) Attach(ctx context.Context, id string, r *monitor.StreamRequ
 // the monitor's codes.
 type cClient struct {
 	c *podproc.Client
-	// systemd: the pod's cgroup is a systemd scope, which the C pod
-	// process cannot start yet.
+	// systemd: the pod's cgroup is a systemd scope, which the pod
+	// process has the spawn helper start with pause in it.
 	systemd bool
 }
 
@@ -253,16 +253,21 @@ func (c cClient) RunPause(ctx context.Context, id string, p *monitor.PauseReques
 		return 0, errors.New("user namespace without uid or gid mappings")
 	case p.UserNS != nil && p.NetNS != "":
 		return 0, errors.New("a pause in a user namespace makes its own network namespace: no netns to join")
-	case p.Cgroup != "" && c.systemd:
-		return 0, errors.New("the C pod process does not start systemd scopes yet")
-	case p.Cgroup != "" && len(p.CgroupPaths) == 0:
+	case p.Cgroup != "" && !c.systemd && len(p.CgroupPaths) == 0:
 		return 0, fmt.Errorf("join cgroup %s: no directories prepared", p.Cgroup)
 	}
 	if err := os.MkdirAll(p.Dir, 0o700); err != nil {
 		return 0, err
 	}
 	r := &podproc.RunRequest{ID: id, Dir: p.Dir, Args: p.Args, Env: p.Env, NetNS: p.NetNS,
-		NewIPC: p.NewIPC, NewUTS: p.NewUTS, NewPID: p.NewPID, Sync: true, Join: joinOrder(p.CgroupPaths)}
+		NewIPC: p.NewIPC, NewUTS: p.NewUTS, NewPID: p.NewPID, Sync: true}
+	// cgroupfs: pause writes itself into each directory; systemd: a scope
+	// is started with it, which only the spawn helper can ask for.
+	if c.systemd {
+		r.Scope = p.Cgroup
+	} else {
+		r.Join = joinOrder(p.CgroupPaths)
+	}
 	if p.UserNS != nil {
 		r.UIDMap, r.GIDMap = idMap(p.UserNS.UIDs), idMap(p.UserNS.GIDs)
 	}

@@ -215,6 +215,11 @@ type RunRequest struct {
 	// join them) the process moves itself into before its program runs:
 	// the cgroupfs driver's join, done before anything of it runs.
 	Join []string
+	// Scope is the cgroup, as an OCI cgroupsPath, that the spawn helper
+	// moves the process into through the systemd driver (a transient
+	// scope systemd starts with it) before its program runs; the pod
+	// process must have been started with the helper and Systemd.
+	Scope string
 	// UIDMap and GIDMap (uid_map's and gid_map's lines) clone the
 	// process into a new user namespace, where it runs as root, and a
 	// new network namespace it owns (NetNS must be empty).
@@ -247,6 +252,7 @@ func (c *Client) RunSynced(ctx context.Context, r *RunRequest) (int, *os.File, e
 	f.optStr(tagCgroup, r.Cgroup)
 	f.optStr(tagUIDMap, r.UIDMap)
 	f.optStr(tagGIDMap, r.GIDMap)
+	f.optStr(tagScope, r.Scope)
 	for _, a := range r.Args {
 		f.str(tagArg, a)
 	}

@@ -86,6 +86,7 @@ const (
 	tagJoin     = 13
 	tagUIDMap   = 14
 	tagGIDMap   = 15
+	tagScope    = 16
 	tagCode     = 32
 	tagMsg      = 33
 	tagPid      = 34
@@ -165,7 +166,7 @@ const (
 
 var tagKind = [numTags]kind{
 	tagID: kStr, tagDir: kStr, tagLog: kStr, tagArg: kStr, tagEnv: kStr, tagFlags: kU32,
-	tagSignal: kU32, tagWidth: kU32, tagHeight: kU32, tagCgroup: kStr, tagNetNS: kStr, tagBlob: kBytes, tagJoin: kStr, tagUIDMap: kStr, tagGIDMap: kStr,
+	tagSignal: kU32, tagWidth: kU32, tagHeight: kU32, tagCgroup: kStr, tagNetNS: kStr, tagBlob: kBytes, tagJoin: kStr, tagUIDMap: kStr, tagGIDMap: kStr, tagScope: kStr,
 	tagCode: kU32, tagMsg: kStr, tagPid: kU32, tagState: kU32, tagExit: kU32, tagExitSig: kU32,
 	tagFinished: kU64, tagOOM: kU32, tagVMin: kU32, tagVMax: kU32,
 }
@@ -186,7 +187,7 @@ var (
 // schema: the fields each request may and must carry.
 var schema = [typeNops]struct{ may, must uint64 }{
 	TypePing: {},
-	TypeRun: {bits(tagID, tagDir, tagLog, tagArg, tagEnv, tagFlags, tagCgroup, tagNetNS, tagJoin, tagUIDMap, tagGIDMap),
+	TypeRun: {bits(tagID, tagDir, tagLog, tagArg, tagEnv, tagFlags, tagCgroup, tagNetNS, tagJoin, tagUIDMap, tagGIDMap, tagScope),
 		bits(tagID, tagDir, tagArg)},
 	TypeCreate:   {bits(tagID, tagDir, tagLog, tagFlags), bits(tagID, tagDir)},
 	TypeStart:    {bits(tagID), bits(tagID)},
@@ -284,6 +285,7 @@ type message struct {
 	NetNS    string
 	UIDMap   string
 	GIDMap   string
+	Scope    string
 	Msg      string
 	Args     []string
 	Env      []string
@@ -406,6 +408,8 @@ func decode(b []byte) (*message, error) {
 			m.UIDMap = s
 		case tagGIDMap:
 			m.GIDMap = s
+		case tagScope:
+			m.Scope = s
 		case tagMsg:
 			m.Msg = s
 		case tagArg, tagEnv:

@@ -458,6 +458,13 @@ func TestRunFailures(t *testing.T) {
 	if _, err := p.c.Run(ctx, &RunRequest{ID: "a/b", Dir: dir, Args: []string{"/bin/true"}}); !IsCode(err, CodeInvalid) {
 		t.Fatalf("run with a slash in the id: %v", err)
 	}
+	// A systemd scope is joined through the helper with the systemd
+	// driver only: refused, before anything runs, by a pod process
+	// without either.
+	_, err = p.c.Run(ctx, &RunRequest{ID: "s", Dir: dir, Args: []string{"/bin/true"}, Scope: "test.slice:berth:s"})
+	if !IsCode(err, CodeUnsupported) {
+		t.Fatalf("run into a scope without the systemd driver: %v", err)
+	}
 	// Operations of later slices are refused as such, their frames valid.
 	if _, err := p.c.Create(ctx, &CreateRequest{ID: "c", Dir: dir, Stdin: true}); !IsCode(err, CodeUnsupported) {
 		t.Fatalf("create: %v", err)

@@ -315,6 +315,21 @@ func (e *env) pausePid(id string) int {
 	return infoPid(e.t, resp.Info)
 }
 
+// checkPodProcess: pause's parent, the pod's own process, is of the kind
+// the run asked for (framework.EnvPodProcess): the scope was started by
+// the C pod process's spawn helper, or by the Go monitor's.
+func (e *env) checkPodProcess(pod string) {
+	e.t.Helper()
+	want := "berth-monitor"
+	if os.Getenv(framework.EnvPodProcess) == "podproc" {
+		want = "berth-podproc"
+	}
+	mon := framework.MonitorOf(e.t, pod, e.pausePid(pod))
+	if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", mon)); strings.TrimSpace(string(comm)) != want {
+		e.t.Fatalf("pod %s's own process %d is %q, want %s", pod, mon, comm, want)
+	}
+}
+
 func infoPid(t *testing.T, info map[string]string) int {
 	t.Helper()
 	var v struct {
@@ -346,6 +361,7 @@ func TestPodAndContainerScopes(t *testing.T) {
 	ctx := framework.Ctx(t)
 	pod, podCfg := e.runPod("scopes", e.slice)
 	e.scope(pod, e.slice, e.pausePid(pod))
+	e.checkPodProcess(pod)
 
 	ctr := e.runContainer(pod, podCfg, "sleeper", "exec sleep 1000")
 	ctrCg := e.scope(ctr, e.slice, e.containerPid(ctr))

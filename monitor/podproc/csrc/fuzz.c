@@ -24,9 +24,9 @@ static void reencode(const struct pp_msg *m, struct pp_enc *e)
 		pp_put_raw(e, m->data, m->ndata);
 		return;
 	}
-	const char *strs[] = {m->id, m->dir, m->log, m->cgroup, m->netns, m->msg, m->uidmap, m->gidmap};
-	const uint8_t stags[] = {PP_T_ID, PP_T_DIR, PP_T_LOG, PP_T_CGROUP, PP_T_NETNS, PP_T_MSG, PP_T_UIDMAP, PP_T_GIDMAP};
-	for (int i = 0; i < 8; i++)
+	const char *strs[] = {m->id, m->dir, m->log, m->cgroup, m->netns, m->msg, m->uidmap, m->gidmap, m->scope};
+	const uint8_t stags[] = {PP_T_ID, PP_T_DIR, PP_T_LOG, PP_T_CGROUP, PP_T_NETNS, PP_T_MSG, PP_T_UIDMAP, PP_T_GIDMAP, PP_T_SCOPE};
+	for (int i = 0; i < 9; i++)
 		if (strs[i] != NULL)
 			pp_put_str(e, stags[i], strs[i]);
 	for (unsigned i = 0; i < m->nargv; i++)

@@ -29,8 +29,10 @@
 #include <string.h>
 #include <grp.h>
 #include <sys/epoll.h>
+#include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <poll.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -49,7 +51,7 @@
 #define SPAWN_MS 120000 /* a helper run that takes longer is killed */
 #define MAX_CONNS 128
 
-enum { EV_LISTEN = 1, EV_SIGNAL, EV_CONN, EV_PIPE, EV_FIFO, EV_STDIN, EV_JOB };
+enum { EV_LISTEN = 1, EV_SIGNAL, EV_CONN, EV_PIPE, EV_FIFO, EV_STDIN, EV_JOB, EV_OOM };
 /* Processes: RUN's own children, containers' inits, exec processes. */
 enum { K_RUN, K_CTR, K_EXEC };
 /* What a connection does once its request is read: M_CALL reads it,
@@ -58,8 +60,8 @@ enum { K_RUN, K_CTR, K_EXEC };
  * its exec process p to end. In all but M_CALL and M_ATTACH, anything
  * read from berth, a hangup included, ends the call. */
 enum { M_CALL, M_WAIT, M_ATTACH, M_HELD, M_EXEC };
-enum { J_CREATE = 1, J_EXEC, J_UPDATE, J_DESTROY };
-static const char *const ops[] = {"", "create", "exec", "update", "destroy"};
+enum { J_CREATE = 1, J_EXEC, J_UPDATE, J_DESTROY, J_JOIN };
+static const char *const ops[] = {"", "create", "exec", "update", "destroy", "join"};
 
 struct ev {
 	int kind;
@@ -94,6 +96,8 @@ struct proc {
 	char *cgdirs;		 /* a plain destroy's cgroups, each ending in \n */
 	struct logw log;
 	int kind, state, reaped, status, pidfd, tty, stdin_once, destroying;
+	int wd, oomseen;     /* the systemd driver's OOM watch (oom_watch) */
+	long long oombase;   /* the parent's oom_kill when the watch began */
 	pid_t pid;
 	struct timespec finished;
 	long long drain; /* monotonic ms by which the exit is recorded; 0 none */
@@ -121,8 +125,8 @@ struct job {
 	struct job *next;
 };
 
-static struct ev listen_ev = {EV_LISTEN}, signal_ev = {EV_SIGNAL};
-static int epfd, lfd, sfd, nconns, quit, systemd;
+static struct ev listen_ev = {EV_LISTEN}, signal_ev = {EV_SIGNAL}, oom_ev = {EV_OOM};
+static int epfd, lfd, sfd, nconns, quit, systemd, ifd = -1;
 static const char *pod = "", *sock, *spawn_bin, *root;
 static struct proc *procs;
 static struct job *jobs;
@@ -406,29 +410,92 @@ static void send_exit(struct conn *c, struct proc *p)
 	conn_close(c);
 }
 
-/* oom_killed reads the oom_kill counter of a cgroup's memory.events (v2)
- * or memory.oom_control (v1): the cgroup is the container's own, so any
- * kill counted there was one of its processes. */
-static uint32_t oom_killed(const char *dir)
+/* oom_count reads the oom_kill counter of a cgroup's memory.events (v2)
+ * or memory.oom_control (v1), file "" the one there is; -1: none. */
+static long long oom_count(const char *dir, const char *file)
 {
 	static const char *files[] = {"memory.events", "memory.oom_control"};
 	char path[PATH_MAX], buf[1024];
 	for (int i = 0; dir != NULL && i < 2; i++) {
-		if (snprintf(path, sizeof path, "%s/%s", dir, files[i]) >= (int)sizeof path)
-			return 0;
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
+		if ((*file && strcmp(file, files[i]) != 0) || snprintf(path, sizeof path, "%s/%s", dir, files[i]) >= (int)sizeof path)
 			continue;
-		ssize_t n = read(fd, buf, sizeof buf - 1);
-		close(fd);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+		if (fd >= 0)
+			close(fd);
 		if (n <= 0)
 			continue;
 		buf[n] = 0;
 		for (char *l = buf; l != NULL; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
 			if (strncmp(l, "oom_kill ", 9) == 0)
-				return strtoul(l + 9, NULL, 10) > 0;
+				return strtoll(l + 9, NULL, 10);
 	}
-	return 0;
+	return -1;
+}
+
+/*
+ * The systemd driver's OOM watch, while a container runs: systemd removes
+ * a scope's cgroup the moment its last process is gone, often before the
+ * exit is reaped here, and the counter read then finds nothing
+ * (cri-o/cri-o#7035). The kernel notifies watchers of memory.events (v2)
+ * when the counter moves, before the killed process is gone, so what is
+ * read then is kept. Those notifications are rate-limited (a later one
+ * waits on a timer a removed cgroup no longer fires), so the pod's cgroup,
+ * the parent systemd keeps, whose counter counts its children's kills,
+ * is the last witness. One inotify instance serves the pod's containers.
+ */
+static void oom_watch(struct proc *p)
+{
+	char path[PATH_MAX], *slash;
+	if (!systemd || p->cgroup == NULL || strrchr(p->cgroup, '/') == NULL || snprintf(path, sizeof path, "%s/memory.events", p->cgroup) >= (int)sizeof path)
+		return;
+	if (ifd < 0 && (ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) >= 0 && watch(ifd, &oom_ev, EPOLLIN) < 0) {
+		close(ifd);
+		ifd = -1;
+	}
+	/* No memory.events (v1): the exit's own read stands, as before. */
+	if (ifd < 0 || (p->wd = inotify_add_watch(ifd, path, IN_MODIFY)) < 0) {
+		p->wd = 0;
+		return;
+	}
+	*(slash = strrchr(p->cgroup, '/')) = 0;
+	p->oombase = oom_count(p->cgroup, "memory.events");
+	*slash = '/';
+}
+
+static void oom_event(void)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	ssize_t n;
+	while ((n = read(ifd, buf, sizeof buf)) > 0)
+		for (char *e = buf; e < buf + n; e += sizeof(struct inotify_event) + ((struct inotify_event *)e)->len)
+			for (struct proc *p = procs; p != NULL; p = p->next)
+				if (p->wd == ((struct inotify_event *)e)->wd && oom_count(p->cgroup, "memory.events") > 0)
+					p->oomseen = 1;
+}
+
+/* oom_killed tells whether the container, reaped with status st, was
+ * killed by the OOM killer: a kill counted in its own cgroup, now or by
+ * the watch; or, its cgroup gone already and a SIGKILL its end, a kill
+ * counted in the pod's cgroup since the watch began. The second may name
+ * a sibling's kill that came while this one was SIGKILLed for another
+ * reason: rare, and its code (137) is the same. */
+static uint32_t oom_killed(struct proc *p, int st)
+{
+	long long own = oom_count(p->cgroup, ""), parent;
+	int watched = p->wd > 0;
+	char *slash;
+	if (watched)
+		inotify_rm_watch(ifd, p->wd);
+	p->wd = 0;
+	if (own > 0 || p->oomseen)
+		return 1;
+	if (own >= 0 || !watched || !WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
+		return 0;
+	*(slash = strrchr(p->cgroup, '/')) = 0;
+	parent = oom_count(p->cgroup, "memory.events");
+	*slash = '/';
+	return parent > p->oombase;
 }
 
 /* write_exit records an exit as exit.json in dir, atomically: written
@@ -484,6 +551,8 @@ static void proc_end(struct proc *p)
 	p->in.kind = 0;
 	if (p->pidfd >= 0)
 		close(p->pidfd);
+	if (p->wd > 0)
+		inotify_rm_watch(ifd, p->wd);
 	if (p->job != NULL)
 		p->job->p = NULL;
 	logw_close(&p->log);
@@ -594,7 +663,8 @@ static void helper_exec(int in, int res, int ack, const int *theirs, int nt)
 }
 
 /* spawn starts a helper run for id; fl are the stdio it is handed (theirs),
- * msg the request's arguments. The job answers once the helper has. */
+ * or J_JOIN's pid; msg the request's arguments. The job answers once the
+ * helper has. */
 static struct job *spawn(int op, const char *id, const char *dir, const int *theirs, int nt, uint32_t fl)
 {
 	int in = memfd_create("spawn-request", MFD_CLOEXEC), res[2] = {-1, -1}, ack[2] = {-1, -1}, e;
@@ -621,6 +691,10 @@ static struct job *spawn(int op, const char *id, const char *dir, const int *the
 	}
 	if (op == J_UPDATE)
 		jb64(f, "resources", msg.data, msg.ndata);
+	if (op == J_JOIN) {
+		fprintf(f, ",\"pid\":%u", fl);
+		jstr(f, "cgroup", msg.scope);
+	}
 	fputc('}', f);
 	e = fclose(f);
 	f = NULL;
@@ -751,7 +825,7 @@ static void reaped(struct proc *p, int st, const struct timespec *t)
 	if (p->pidfd >= 0)
 		close(p->pidfd);
 	p->pidfd = -1;
-	p->oom = oom_killed(p->cgroup);
+	p->oom = p->cgroup != NULL && oom_killed(p, st);
 	if (p->fifo.fd >= 0)
 		fifo_read(&p->fifo, 1);
 	if (p->kind == K_CTR && (p->cgdirs == NULL || plain_destroy(p) < 0)) {
@@ -874,6 +948,7 @@ static void job_done(struct job *j)
 		p->pidfd = pidfd;
 		p->state = PP_S_CREATED;
 		p->cgroup = memcg != NULL ? strdup(memcg) : NULL;
+		oom_watch(p);
 		if (j->plain) { /* its cgroups, for plain_destroy */
 			size_t len = 1;
 			for (size_t i = 0; i < j->n; i += strlen(j->res + i) + 1)
@@ -1164,7 +1239,8 @@ static void child(int fds[3], int syncfd, int errfd, int go[2], int exe)
 		close(fd);
 	}
 	e[0] = 1;
-	if (go[0] >= 0 && (read(go[0], &b, 1) != 1 || setgroups(0, NULL) < 0 || setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0))
+	if (go[0] >= 0 && (read(go[0], &b, 1) != 1 ||
+			   (msg.uidmap != NULL && (setgroups(0, NULL) < 0 || setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0))))
 		goto fail;
 	e[0] = 2;
 	for (int i = 0; i < 3; i++)
@@ -1186,6 +1262,44 @@ fail:
 	_exit(127);
 }
 
+/* join_scope has the spawn helper move pid, RUN's child waiting for its
+ * go byte, into the cgroup msg.scope names through the systemd driver: a
+ * transient scope systemd starts over D-Bus with the pid in it, which this
+ * process does not speak. RUN is pause's, the first thing a pod process
+ * does, so the loop waits for it, bounded as every helper run is. */
+static int join_scope(pid_t pid)
+{
+	struct job *j = spawn(J_JOIN, msg.id, NULL, NULL, 0, (uint32_t)pid);
+	long long left = SPAWN_MS;
+	ssize_t n = 1;
+	if (j == NULL) {
+		snprintf(why, sizeof why, "run %s: join cgroup %s: %s", msg.id, msg.scope, strerror(errno));
+		return -1;
+	}
+	struct pollfd pf = {.fd = j->fd, .events = POLLIN};
+	while (n != 0 && left > 0 && j->n < sizeof j->res - 1) {
+		long long t = now_ms();
+		if (poll(&pf, 1, (int)left) > 0 && (n = read(j->fd, j->res + j->n, sizeof j->res - 1 - j->n)) > 0)
+			j->n += (size_t)n;
+		else if (n < 0 && errno != EAGAIN && errno != EINTR)
+			break;
+		left -= now_ms() - t;
+	}
+	if (n != 0) /* over its time, or unreadable: killed */
+		kill(j->helper, SIGKILL);
+	close(j->ack); /* the helper may exit */
+	j->ack = -1;
+	waitpid(j->helper, NULL, 0);
+	j->res[j->n] = 0;
+	char *err = strstr(j->res, "error ");
+	int okay = err == NULL && (strncmp(j->res, "ok\n", 3) == 0 || strstr(j->res, "\nok\n") != NULL);
+	if (!okay)
+		snprintf(why, sizeof why, "run %s: join cgroup %s: %.*s", msg.id, msg.scope, err ? (int)strcspn(err + 6, "\n") : 40,
+			 err ? err + 6 : "the spawn helper ended without an answer");
+	job_end(j);
+	return okay ? 0 : -1;
+}
+
 static int run(struct conn *c)
 {
 	if (msg.argv[0][0] != '/')
@@ -1194,6 +1308,8 @@ static int run(struct conn *c)
 	int theirs[3] = {-1, -1, -1}, ep[2] = {-1, -1}, sp[2] = {-1, -1}, gp[2] = {-1, -1}, console = -1, exe = -1;
 	if ((msg.uidmap == NULL) != (msg.gidmap == NULL) || (msg.uidmap != NULL && msg.netns != NULL))
 		return fail(c, PP_C_INVALID, "run %s: a user namespace needs both maps, and makes its own network namespace", msg.id);
+	if (msg.scope != NULL && (spawn_bin == NULL || !systemd || msg.njoin > 0))
+		return fail(c, PP_C_UNSUPPORTED, "run %s: a scope is joined through the spawn helper, with the systemd driver, alone", msg.id);
 	if (p == NULL)
 		return fail(c, PP_C_FAILED, "out of memory");
 	p->stdin_once = (msg.flags & PP_FL_STDIN_ONCE) != 0;
@@ -1210,7 +1326,8 @@ static int run(struct conn *c)
 		goto fail;
 	if (stdio(p, (msg.flags & PP_FL_STDIN) | PP_FL_STDOUT | PP_FL_STDERR, theirs + (theirs[0] >= 0), &console) < 0 ||
 	    pipe2(ep, O_CLOEXEC) < 0 || ((msg.flags & PP_FL_SYNC) && pipe2(sp, O_CLOEXEC) < 0) ||
-	    (msg.uidmap != NULL && (pipe2(gp, O_CLOEXEC) < 0 || (exe = open(msg.argv[0], O_RDONLY | O_CLOEXEC)) < 0)))
+	    ((msg.uidmap != NULL || msg.scope != NULL) && pipe2(gp, O_CLOEXEC) < 0) ||
+	    (msg.uidmap != NULL && (exe = open(msg.argv[0], O_RDONLY | O_CLOEXEC)) < 0))
 		goto fail;
 	unlink_exit(msg.dir);
 	unsigned long ns = (msg.flags & PP_FL_NEWIPC ? CLONE_NEWIPC : 0) | (msg.flags & PP_FL_NEWUTS ? CLONE_NEWUTS : 0) |
@@ -1222,9 +1339,9 @@ static int run(struct conn *c)
 		child(theirs, sp[1], ep[1], gp, exe);
 	close(ep[1]);
 	ep[1] = -1;
-	if (gp[1] >= 0) { /* its user namespace's maps, then let it go on */
+	if (gp[1] >= 0) { /* its user namespace's maps, its scope, then let it go on */
 		const char *maps[2] = {msg.uidmap, msg.gidmap}, *files[2] = {"uid_map", "gid_map"};
-		for (int i = 0; i < 2; i++) {
+		for (int i = 0; i < 2 && msg.uidmap != NULL; i++) {
 			char path[64];
 			snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, files[i]);
 			int fd = open(path, O_WRONLY | O_CLOEXEC), ok = fd >= 0 && write(fd, maps[i], strlen(maps[i])) == (ssize_t)strlen(maps[i]);
@@ -1237,6 +1354,11 @@ static int run(struct conn *c)
 				snprintf(why, sizeof why, "run %s: write %s: %s", msg.id, files[i], strerror(err));
 				goto failwhy;
 			}
+		}
+		if (msg.scope != NULL && join_scope(pid) < 0) {
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+			goto failwhy;
 		}
 		(void)!write(gp[1], "g", 1);
 	}
@@ -1704,6 +1826,7 @@ int main(int argc, char **argv)
 			case EV_FIFO: fifo_read((struct pipe_ev *)ev, 0); break;
 			case EV_STDIN: input_ready(((struct pipe_ev *)ev)->p); break;
 			case EV_JOB: job_read((struct job *)ev); break;
+			case EV_OOM: oom_event(); break;
 			case EV_CONN: conn_read((struct conn *)ev, evs[i].events); break;
 			}
 		}

@@ -11,6 +11,7 @@ static const uint8_t tag_type[PP_NTAGS] = {
 	[PP_T_ARG] = T_STR, [PP_T_ENV] = T_STR, [PP_T_FLAGS] = T_U32,
 	[PP_T_SIGNAL] = T_U32, [PP_T_WIDTH] = T_U32, [PP_T_HEIGHT] = T_U32,
 	[PP_T_CGROUP] = T_STR, [PP_T_NETNS] = T_STR, [PP_T_BLOB] = T_BYTES, [PP_T_JOIN] = T_STR, [PP_T_UIDMAP] = T_STR, [PP_T_GIDMAP] = T_STR,
+	[PP_T_SCOPE] = T_STR,
 	[PP_T_CODE] = T_U32, [PP_T_MSG] = T_STR, [PP_T_PID] = T_U32,
 	[PP_T_STATE] = T_U32, [PP_T_EXIT] = T_U32, [PP_T_EXITSIG] = T_U32,
 	[PP_T_FINISHED] = T_U64, [PP_T_OOM] = T_U32, [PP_T_VMIN] = T_U32,
@@ -27,7 +28,7 @@ static const struct {
 } schema[PP_NOPS] = {
 	[PP_PING] = {0, 0},
 	[PP_RUN] = {B(PP_T_ID) | B(PP_T_DIR) | B(PP_T_LOG) | B(PP_T_ARG) | B(PP_T_ENV) | B(PP_T_FLAGS) | B(PP_T_CGROUP) | B(PP_T_NETNS) |
-			    B(PP_T_JOIN) | B(PP_T_UIDMAP) | B(PP_T_GIDMAP),
+			    B(PP_T_JOIN) | B(PP_T_UIDMAP) | B(PP_T_GIDMAP) | B(PP_T_SCOPE),
 		    B(PP_T_ID) | B(PP_T_DIR) | B(PP_T_ARG)},
 	[PP_CREATE] = {B(PP_T_ID) | B(PP_T_DIR) | B(PP_T_LOG) | B(PP_T_FLAGS), B(PP_T_ID) | B(PP_T_DIR)},
 	[PP_START] = {B(PP_T_ID), B(PP_T_ID)},
@@ -177,6 +178,7 @@ int pp_parse(const uint8_t *buf, size_t n, struct pp_msg *m, const char **why)
 		case PP_T_NETNS: m->netns = s; break;
 		case PP_T_UIDMAP: m->uidmap = s; break;
 		case PP_T_GIDMAP: m->gidmap = s; break;
+		case PP_T_SCOPE: m->scope = s; break;
 		case PP_T_MSG: m->msg = s; break;
 		case PP_T_ARG:
 		case PP_T_ENV: {

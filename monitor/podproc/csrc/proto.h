@@ -69,6 +69,7 @@ enum {
 	PP_T_JOIN = 13,    /* str, repeated: cgroup dirs RUN's child joins first */
 	PP_T_UIDMAP = 14,  /* str: RUN in a new user (and network) namespace: uid_map */
 	PP_T_GIDMAP = 15,  /* str: its gid_map */
+	PP_T_SCOPE = 16,   /* str: RUN joins this OCI cgroupsPath through the spawn helper (systemd) */
 	PP_T_CODE = 32,    /* u32: PP_C_* */
 	PP_T_MSG = 33,     /* str */
 	PP_T_PID = 34,     /* u32 */
@@ -125,7 +126,7 @@ enum {
 struct pp_msg {
 	uint8_t version, type;
 	uint64_t seen; /* bit per tag present */
-	const char *id, *dir, *log, *cgroup, *netns, *msg, *uidmap, *gidmap;
+	const char *id, *dir, *log, *cgroup, *netns, *msg, *uidmap, *gidmap, *scope;
 	const char *argv[PP_MAX_ARGS + 1]; /* NULL-terminated */
 	const char *envp[PP_MAX_ARGS + 1];
 	const char *join[PP_MAX_JOIN];
