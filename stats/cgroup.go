@@ -70,7 +70,7 @@ func parseMountinfo(r io.Reader) (*Cgroups, error) {
 		case "cgroup":
 			for _, opt := range strings.Split(info.VFSOptions, ",") {
 				switch opt {
-				case "cpuacct", "memory", "pids", "cpu":
+				case "cpuacct", "memory", "pids", "cpu", "blkio":
 					if _, dup := c.v1[opt]; !dup {
 						c.v1[opt] = m
 					}

@@ -28,6 +28,7 @@ type Detail struct {
 	SwapLimit                 uint64 // memory+swap limit on v1, swap limit on v2; 0: none
 	Threads, ThreadsMax       uint64 // ThreadsMax 0: none
 	FileDescriptors, Sockets  uint64
+	IO                        []DeviceIO // per block device: io.stat, or v1's blkio
 }
 
 // userHZ is the unit of cpuacct.stat: the kernel's USER_HZ, 100 on every
@@ -108,6 +109,15 @@ func (c *Cgroups) readDetailV1(r *reader, cg string, d *Detail) (procs string) {
 		}
 		procs = filepath.Join(dir, "cgroup.procs")
 	}
+	if dir, ok := c.dirV1("blkio", cg); ok {
+		// Copied: the reader's buffer is reused by the next read.
+		if b, err := r.read(filepath.Join(dir, "blkio.throttle.io_service_bytes_recursive")); err == nil {
+			serviceBytes := bytes.Clone(b)
+			if b, err := r.read(filepath.Join(dir, "blkio.throttle.io_serviced_recursive")); err == nil {
+				d.IO = parseBlkioV1(serviceBytes, b)
+			}
+		}
+	}
 	return procs
 }
 
@@ -147,6 +157,9 @@ func (c *Cgroups) readDetailV2(r *reader, cg string, d *Detail) (procs string) {
 	d.ThreadsMax, _ = r.uint(filepath.Join(dir, "pids.max"))
 	if b, err := r.read(filepath.Join(dir, "cgroup.threads")); err == nil {
 		d.Threads = uint64(bytes.Count(b, []byte{'\n'}))
+	}
+	if b, err := r.read(filepath.Join(dir, "io.stat")); err == nil {
+		d.IO = parseIOStat(b)
 	}
 	return filepath.Join(dir, "cgroup.procs")
 }

@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,7 +13,7 @@ import (
 func TestReadDetailV1(t *testing.T) {
 	root := t.TempDir()
 	info := ""
-	for i, ctl := range []string{"cpu", "cpuacct", "memory", "pids"} {
+	for i, ctl := range []string{"cpu", "cpuacct", "memory", "pids", "blkio"} {
 		info += strings.Join([]string{"4" + strconv.Itoa(i), "1", "0:1", "/", filepath.Join(root, ctl), "rw", "-", "cgroup", "cgroup", "rw," + ctl}, " ") + "\n"
 	}
 	c, err := parseMountinfo(strings.NewReader(info))
@@ -47,6 +48,10 @@ func TestReadDetailV1(t *testing.T) {
 		"tasks":        self + "\n" + self + "\n",
 		"cgroup.procs": self + "\n",
 	})
+	write(t, filepath.Join(root, "blkio/pod/c1"), map[string]string{
+		"blkio.throttle.io_service_bytes_recursive": "8:16 Read 0\n8:16 Write 512\n8:0 Read 4096\n8:0 Write 8192\n8:0 Sync 0\n8:0 Total 12288\nTotal 12800\n",
+		"blkio.throttle.io_serviced_recursive":      "8:16 Read 0\n8:16 Write 1\n8:0 Read 1\n8:0 Write 2\n8:0 Total 3\nTotal 4\n",
+	})
 
 	d := c.ReadDetail("/pod/c1")
 	want := Detail{
@@ -55,13 +60,17 @@ func TestReadDetailV1(t *testing.T) {
 		CPUPeriodUs: 100000, CPUQuotaUs: 20000, CPUShares: 1024,
 		HasMemory: true, MaxUsage: 90000, Failcnt: 3, KernelUsage: 4096, MappedFile: 8192, OOMKills: 2,
 		Threads: 2,
+		IO: []DeviceIO{
+			{Major: 8, Minor: 0, ReadBytes: 4096, WriteBytes: 8192, Reads: 1, Writes: 2},
+			{Major: 8, Minor: 16, WriteBytes: 512, Writes: 1},
+		},
 	}
 	got := *d
 	if got.FileDescriptors < 1 || got.Sockets < 1 || got.Sockets > got.FileDescriptors {
 		t.Errorf("fds %d, sockets %d: want the test process's descriptors, with its listener among them", got.FileDescriptors, got.Sockets)
 	}
 	got.FileDescriptors, got.Sockets = 0, 0
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("detail\n got %+v\nwant %+v", got, want)
 	}
 
@@ -88,6 +97,7 @@ func TestReadDetailV2(t *testing.T) {
 		"pids.max":        "64\n",
 		"cgroup.threads":  "1\n2\n3\n",
 		"cgroup.procs":    "",
+		"io.stat":         "254:0 rbytes=1048576 wbytes=2097152 rios=16 wios=32 dbytes=0 dios=0\n7:1 rbytes=4096 wbytes=0 rios=1 wios=0 dbytes=0 dios=0\n",
 	})
 	d := c.ReadDetail("/pod/c1")
 	want := Detail{
@@ -96,8 +106,12 @@ func TestReadDetailV2(t *testing.T) {
 		CPUPeriodUs: 100000, CPUShares: 2 + 38*262142/9999,
 		HasMemory: true, MaxUsage: 70000, Failcnt: 5, KernelUsage: 2048, MappedFile: 1024, OOMKills: 1,
 		Threads: 3, ThreadsMax: 64,
+		IO: []DeviceIO{
+			{Major: 254, Minor: 0, ReadBytes: 1 << 20, WriteBytes: 2 << 20, Reads: 16, Writes: 32},
+			{Major: 7, Minor: 1, ReadBytes: 4096, Reads: 1},
+		},
 	}
-	if *d != want {
+	if !reflect.DeepEqual(*d, want) {
 		t.Errorf("detail\n got %+v\nwant %+v", *d, want)
 	}
 }

@@ -3,6 +3,7 @@ package stats
 import (
 	"context"
 	"sort"
+	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -72,14 +73,20 @@ func metricDefs() []metricDef {
 		{"container_fs_limit_bytes", "Number of bytes that can be consumed by the container on this filesystem.", fsLabels, gauge},
 		{"container_fs_inodes_total", "Number of available Inodes.", fsLabels, gauge},
 		{"container_fs_inodes_free", "Number of available Inodes.", fsLabels, gauge},
-		// Per-device I/O needs the blkio/io controller's per-device
-		// files, which berth does not read yet: described, never sent
-		// (the CRI lets a runtime omit values it does not have).
+		// Per block device, from io.stat (v2) or blkio (v1).
 		{"container_fs_reads_bytes_total", "Cumulative count of bytes read.", fsLabels, counter},
 		{"container_fs_reads_total", "Cumulative count of reads completed.", fsLabels, counter},
 		{"container_fs_writes_bytes_total", "Cumulative count of bytes written.", fsLabels, counter},
 		{"container_fs_writes_total", "Cumulative count of writes completed.", fsLabels, counter},
 		{"container_blkio_device_usage_total", "Blkio device bytes usage.", blkioLabels, counter},
+		// PSI, v2 only: cAdvisor's names, "waiting" the some line's total
+		// and "stalled" the full line's.
+		{"container_pressure_cpu_waiting_seconds_total", "Total time duration tasks in the container have waited due to CPU congestion.", ctrLabels, counter},
+		{"container_pressure_cpu_stalled_seconds_total", "Total time duration no tasks in the container could make progress due to CPU congestion.", ctrLabels, counter},
+		{"container_pressure_memory_waiting_seconds_total", "Total time duration tasks in the container have waited due to memory congestion.", ctrLabels, counter},
+		{"container_pressure_memory_stalled_seconds_total", "Total time duration no tasks in the container could make progress due to memory congestion.", ctrLabels, counter},
+		{"container_pressure_io_waiting_seconds_total", "Total time duration tasks in the container have waited due to I/O congestion.", ctrLabels, counter},
+		{"container_pressure_io_stalled_seconds_total", "Total time duration no tasks in the container could make progress due to I/O congestion.", ctrLabels, counter},
 		{"container_network_receive_bytes_total", "Cumulative count of bytes received.", netLabels, counter},
 		{"container_network_receive_packets_total", "Cumulative count of packets received.", netLabels, counter},
 		{"container_network_receive_errors_total", "Cumulative count of errors encountered while receiving.", netLabels, counter},
@@ -228,6 +235,15 @@ func (c *Collector) containerMetrics(ctx context.Context, ctr Container, ns, pod
 			metric("container_threads_max", d.ThreadsMax, 0, l...),
 			metric("container_file_descriptors", d.FileDescriptors, 0, l...),
 			metric("container_sockets", d.Sockets, 0, l...))
+		for _, res := range []string{"cpu", "memory", "io"} {
+			if p := s.PSI[res]; p != nil {
+				out = append(out, metric("container_pressure_"+res+"_waiting_seconds_total", p.Some.Total/1e6, 0, l...))
+				if p.HasFull {
+					out = append(out, metric("container_pressure_"+res+"_stalled_seconds_total", p.Full.Total/1e6, 0, l...))
+				}
+			}
+		}
+		out = append(out, ioMetrics(metric, d.IO, ctr.Metadata.GetName(), ctr.Cgroup, ctr.Image, ctr.ID, ns, pod)...)
 	}
 	if ctr.WritableLayer != "" {
 		fs := []string{ctr.Metadata.GetName(), c.layerFS, ctr.Cgroup, ctr.Image, ctr.ID, ns, pod}
@@ -242,6 +258,25 @@ func (c *Collector) containerMetrics(ctx context.Context, ctr Container, ns, pod
 				metric("container_fs_inodes_total", st.Files, 0, fs...),
 				metric("container_fs_inodes_free", st.Ffree, 0, fs...))
 		}
+	}
+	return out
+}
+
+// ioMetrics are a container's per-device I/O counters, labelled by the
+// device's /dev path (and its numbers for blkio) as cAdvisor labels them.
+func ioMetrics(metric metricFunc, devs []DeviceIO, container, id, image, name, ns, pod string) []*runtimeapi.Metric {
+	var out []*runtimeapi.Metric
+	for _, d := range devs {
+		dev := deviceName(d.Major, d.Minor)
+		fs := []string{container, dev, id, image, name, ns, pod}
+		maj, min := strconv.FormatUint(d.Major, 10), strconv.FormatUint(d.Minor, 10)
+		out = append(out,
+			metric("container_fs_reads_bytes_total", d.ReadBytes, 0, fs...),
+			metric("container_fs_reads_total", d.Reads, 0, fs...),
+			metric("container_fs_writes_bytes_total", d.WriteBytes, 0, fs...),
+			metric("container_fs_writes_total", d.Writes, 0, fs...),
+			metric("container_blkio_device_usage_total", d.ReadBytes, 0, container, dev, id, image, maj, min, name, ns, "Read", pod),
+			metric("container_blkio_device_usage_total", d.WriteBytes, 0, container, dev, id, image, maj, min, name, ns, "Write", pod))
 	}
 	return out
 }
