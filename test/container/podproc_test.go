@@ -51,11 +51,28 @@ func TestPodProcessOutOfReach(t *testing.T) {
 	if strings.TrimSpace(string(out.Stdout)) != "0 1 2" {
 		t.Fatalf("pause's descriptors seen from the container: %q (stderr %q)", out.Stdout, out.Stderr)
 	}
+	// The probes reach what the container may reach: pause, PID 1 of the
+	// shared namespace, whose descriptors, memory and signals are open to
+	// a CAP_SYS_PTRACE and CAP_KILL container (the control).
+	probe := func(pid int) string {
+		return fmt.Sprintf("ls /proc/%[1]d/fd >/dev/null 2>&1; echo fd=$?; "+
+			"cat /proc/%[1]d/maps >/dev/null 2>&1; echo maps=$?; "+
+			"kill -0 %[1]d 2>/dev/null; echo sig=$?; cat /proc/%[1]d/environ >/dev/null 2>&1; echo read=$?", pid)
+	}
+	out = e.exec(id, 10, "sh", "-c", probe(1)+"; addr=$(head -n1 /proc/1/maps | cut -d- -f1); dd if=/proc/1/mem of=/dev/null bs=1 count=16 skip=$((0x$addr)) 2>/dev/null; echo mem=$?")
+	for _, want := range []string{"fd=0", "maps=0", "sig=0", "read=0", "mem=0"} {
+		if !strings.Contains(string(out.Stdout), want) {
+			t.Fatalf("the control probe does not reach pause (want %s): %q %q", want, out.Stdout, out.Stderr)
+		}
+	}
 	// The pod process's pid, as the host numbers it, names nothing the
-	// container may signal or read.
-	out = e.exec(id, 10, "sh", "-c", fmt.Sprintf("kill -9 %d; echo kill=$?; cat /proc/%d/environ >/dev/null 2>&1; echo read=$?", podproc, podproc))
-	if !strings.Contains(string(out.Stdout), "read=1") {
-		t.Fatalf("reading the pod process's /proc files from the container: %q %q", out.Stdout, out.Stderr)
+	// container may open, read, trace or signal: its descriptors, its
+	// memory, its environment, a signal (SIGKILL last).
+	out = e.exec(id, 10, "sh", "-c", probe(podproc)+fmt.Sprintf("; dd if=/proc/%[1]d/mem of=/dev/null bs=1 count=16 2>/dev/null; echo mem=$?; kill -9 %[1]d 2>/dev/null; echo kill=$?", podproc))
+	for _, reached := range []string{"fd=0", "maps=0", "sig=0", "read=0", "mem=0", "kill=0"} {
+		if strings.Contains(string(out.Stdout), reached) {
+			t.Fatalf("the container reached the pod process (%s): %q %q", reached, out.Stdout, out.Stderr)
+		}
 	}
 	if err := syscall.Kill(podproc, 0); err != nil {
 		t.Fatalf("the pod process (%d) after the container's kill: %v", podproc, err)

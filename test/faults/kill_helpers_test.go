@@ -200,6 +200,20 @@ func checkMountNS(t *testing.T, monitor int) {
 	}
 }
 
+// checkKind: the pod's own process is of the kind the run asked for
+// (framework.EnvPodProcess), so that a run with the C pod process kills
+// the C pod process.
+func checkKind(t *testing.T, monitor int) {
+	t.Helper()
+	want := "berth-monitor"
+	if os.Getenv(framework.EnvPodProcess) == "podproc" {
+		want = "berth-podproc"
+	}
+	if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", monitor)); strings.TrimSpace(string(comm)) != want {
+		t.Fatalf("pod process %d is %q, want %s", monitor, comm, want)
+	}
+}
+
 // waitExecRunning waits until a process other than the container's own
 // runs beside it in its cgroup: an exec has started.
 func waitExecRunning(t *testing.T, ctrPid int) {

@@ -51,6 +51,7 @@ func startPod(e *framework.PodEnv, name string, pid runtimeapi.NamespaceMode) po
 	p.pause = pausePid(e, pod)
 	p.monitor = framework.MonitorOf(e.T, pod, p.pause)
 	checkMountNS(e.T, p.monitor)
+	checkKind(e.T, p.monitor)
 	for i, pid := range p.pids {
 		if framework.ParentPID(e.T, pid) != p.monitor {
 			e.T.Fatalf("container %s (pid %d) is not the monitor's (%d) child", p.ctrs[i], pid, p.monitor)
