@@ -11,10 +11,12 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 
 	"github.com/berth-runtime/berth/image"
@@ -69,6 +71,13 @@ func daemonCommand(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 
+	// Descriptors inherited from whoever started berth (a shell's, a
+	// supervisor's pipes) are nothing berth or its pods need, and every
+	// process berth starts would inherit them: the pod processes, pause,
+	// which shares its PID namespace with the pod's containers, and the
+	// helpers (runc's CVE-2024-21626 was a descriptor reaching a
+	// container). Marked close-on-exec, they stay with berth.
+	cloexecInherited()
 	log := newLogger(cfg, stderr)
 	// The daemon must outlive whoever reads its stderr: without this, a log
 	// write to a closed pipe kills it with SIGPIPE.
@@ -299,5 +308,22 @@ func stopGRPC(g *grpc.Server, grace time.Duration) {
 	case <-timer.C:
 		g.Stop()
 		<-done
+	}
+}
+
+// cloexecInherited marks every descriptor above stderr close-on-exec.
+func cloexecInherited() {
+	if unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC) == nil {
+		return
+	}
+	// Before Linux 5.11: one by one.
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, fd := range fds {
+		if n, err := strconv.Atoi(fd.Name()); err == nil && n > 2 {
+			unix.FcntlInt(uintptr(n), unix.F_SETFD, unix.FD_CLOEXEC)
+		}
 	}
 }
