@@ -196,6 +196,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		s.cancel()
 		return nil, err
 	}
+	s.watchSystemdReloads()
 	return s, nil
 }
 
