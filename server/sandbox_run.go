@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -73,5 +74,21 @@ func validatePodSandboxConfig(cfg *runtimeapi.PodSandboxConfig) error {
 	if _, err := spec.UserNamespace(cfg.GetLinux().GetSecurityContext().GetNamespaceOptions(), "config.linux.security_context.namespace_options"); err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
+	for name, value := range cfg.GetLinux().GetSysctls() {
+		// The kubelet's own syntax for sysctl names: pause is handed
+		// NAME=VALUE, so a name holding "=", a space or a NUL would choose
+		// another file or another argument (CRI-O's CVE-2022-0811 was a
+		// separator in a value).
+		if len(name) > 253 || !sysctlName.MatchString(name) {
+			return invalidf("config.linux.sysctls: %q is not a sysctl name (lower-case segments of letters, digits, - and _, separated by . or /)", name)
+		}
+		if strings.ContainsFunc(value, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }) {
+			return invalidf("config.linux.sysctls: %s: value %q holds a control character", name, value)
+		}
+	}
 	return nil
 }
+
+// sysctlName is the kubelet's pattern of a sysctl name (dots or slashes
+// between segments).
+var sysctlName = regexp.MustCompile(`^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$`)

@@ -189,6 +189,7 @@ func Build(in *Input) (*specs.Spec, error) {
 		},
 	}
 	steps := []func(*specs.Spec) error{
+		b.checkAnnotations,
 		b.process,
 		b.user,
 		b.namespaces,
@@ -240,6 +241,25 @@ const (
 	AnnotationSandboxUID    = "io.kubernetes.cri.sandbox-uid"
 	AnnotationImageName     = "io.kubernetes.cri.image-name"
 )
+
+// libcontainerAnnotations are the spec annotations libcontainer acts on:
+// org.systemd.property.NAME becomes a property of the container's
+// systemd scope on the host (CRI-O's CVE-2024-3154 let a pod's
+// annotations set them), org.criu.config names a host file CRIU reads.
+// Only the node's owner may set them, in a runtime handler's
+// default_annotations; a CRI caller's are refused.
+var libcontainerAnnotations = []string{"org.systemd.property.", "org.criu.config"}
+
+func (b *builder) checkAnnotations(*specs.Spec) error {
+	for k := range b.in.Config.GetAnnotations() {
+		for _, p := range libcontainerAnnotations {
+			if strings.HasPrefix(k, p) {
+				return invalid("annotations", "%q: annotations under %q are settings of the runtime on the host, not the container's; only a runtime handler's default_annotations may set them", k, p)
+			}
+		}
+	}
+	return nil
+}
 
 func (b *builder) annotations() map[string]string {
 	a := make(map[string]string, len(b.in.Pod.Runtime.Annotations)+len(b.in.Config.Annotations)+7)

@@ -165,12 +165,16 @@ type entry struct {
 	xattrs           map[string]string
 }
 
-func file(name, body string) entry { return entry{name: name, typ: tar.TypeReg, body: body, mode: 0o644} }
-func dir(name string) entry        { return entry{name: name, typ: tar.TypeDir, mode: 0o755} }
+func file(name, body string) entry {
+	return entry{name: name, typ: tar.TypeReg, body: body, mode: 0o644}
+}
+func dir(name string) entry { return entry{name: name, typ: tar.TypeDir, mode: 0o755} }
 func symlink(name, to string) entry {
 	return entry{name: name, typ: tar.TypeSymlink, link: to, mode: 0o777}
 }
-func hardlink(name, to string) entry { return entry{name: name, typ: tar.TypeLink, link: to, mode: 0o644} }
+func hardlink(name, to string) entry {
+	return entry{name: name, typ: tar.TypeLink, link: to, mode: 0o644}
+}
 
 // tarBytes is the uncompressed tar of the entries, in order.
 func tarBytes(t testing.TB, entries ...entry) []byte {

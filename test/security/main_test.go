@@ -16,9 +16,17 @@
 package security_test
 
 import (
+	"os"
 	"testing"
 
 	"github.com/berth-runtime/berth/test/framework"
 )
 
-func TestMain(m *testing.M) { framework.Main(m) }
+func TestMain(m *testing.M) {
+	// The test binary re-executed as another user (asUser) runs one
+	// helper and exits, instead of the tests.
+	if op := os.Getenv(helperEnv); op != "" {
+		os.Exit(helperMain(op, os.Args[1:]))
+	}
+	framework.Main(m)
+}
