@@ -273,6 +273,9 @@ func (s *Service) resolve(ctx context.Context, puller *remote.Puller, where stri
 	if err != nil {
 		return nil, fmt.Errorf("manifest: %w", err)
 	}
+	if m.Config.Size > maxDocument || m.Config.Size < 0 {
+		return nil, fmt.Errorf("config %s: the manifest says %d bytes, more than berth's limit of %d", m.Config.Digest, m.Config.Size, maxDocument)
+	}
 	if p.config, err = img.RawConfigFile(); err != nil {
 		return nil, fmt.Errorf("config %s: %w", m.Config.Digest, classify(err))
 	}

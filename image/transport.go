@@ -59,6 +59,7 @@ func (s *Service) endpointTransport(ep endpoint) http.RoundTripper {
 	if base == nil {
 		base = s.transport(ep.insecure)
 	}
+	base = manifestLimit{inner: base}
 	if (ep.apiRoot == "" || ep.apiRoot == defaultAPIRoot) && len(ep.header) == 0 {
 		return base
 	}
@@ -166,4 +167,52 @@ func (b *stallBody) Close() error {
 	err := b.body.Close()
 	b.cancel(nil)
 	return err
+}
+
+// maxDocument bounds every JSON document a pull reads into memory: a
+// manifest, an index, a config (as maxArchiveJSON does for an import).
+// go-containerregistry reads a manifest whole and allows 100 MiB, and a
+// config as large as its manifest says, so a hostile registry could
+// make berth hold gigabytes (the pull side of containerd's
+// CVE-2023-25153). The distribution registry stores no manifest over
+// 4 MiB.
+const maxDocument = maxArchiveJSON
+
+// manifestLimit fails a manifest response over maxDocument: at once when
+// its length says so, else once that many bytes went by.
+type manifestLimit struct{ inner http.RoundTripper }
+
+func (t manifestLimit) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.inner.RoundTrip(req)
+	if err != nil || !strings.Contains(req.URL.Path, "/manifests/") {
+		return resp, err
+	}
+	tooLarge := fmt.Errorf("the manifest at %s is larger than berth's limit of %d bytes", req.URL.Redacted(), maxDocument)
+	if resp.ContentLength > maxDocument {
+		resp.Body.Close()
+		return nil, tooLarge
+	}
+	resp.Body = &limitedBody{ReadCloser: resp.Body, left: maxDocument + 1, err: tooLarge}
+	return resp, nil
+}
+
+type limitedBody struct {
+	io.ReadCloser
+	left int64
+	err  error
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, b.err
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	if b.left <= 0 {
+		return n, b.err
+	}
+	return n, err
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -461,3 +462,5 @@ func (e *env) info(id string) ctrInfo {
 	}
 	return info
 }
+
+func newSHA() hash.Hash { return sha256.New() }
