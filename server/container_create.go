@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"path/filepath"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -13,6 +14,12 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 	}
 	if req.GetPodSandboxId() == "" {
 		return nil, invalidf("pod_sandbox_id is required")
+	}
+	// The CRI: log_path is relative to the pod's log_directory. One that
+	// climbs out of it would have the pod process create and write a
+	// root-owned file anywhere on the host.
+	if lp := req.GetConfig().GetLogPath(); lp != "" && !filepath.IsAbs(lp) && !filepath.IsLocal(lp) {
+		return nil, invalidf("config.log_path: %q climbs out of the pod's log_directory", lp)
 	}
 	id, err := s.containers.Create(ctx, req.GetPodSandboxId(), req.GetConfig(), req.GetSandboxConfig())
 	if err != nil {
