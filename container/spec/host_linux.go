@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -255,11 +256,37 @@ func (SystemHost) Propagation(path string) (Propagation, error) {
 // inside it so that an image cannot make berth read host files.
 type DirFS string
 
-// ReadFile implements RootFS.
+// maxImageFile bounds a file of the image read into berth's memory
+// (/etc/passwd, /etc/group): containerd's CVE-2026-47262 was an image's
+// /etc/group read without bound.
+const maxImageFile = 8 << 20
+
+// ReadFile implements RootFS. Only a regular file is read, and only up to
+// maxImageFile: an image's /etc/group may be a FIFO that never answers or
+// a character device that never ends.
 func (d DirFS) ReadFile(path string) ([]byte, error) {
 	p, err := securejoin.SecureJoin(string(d), path)
 	if err != nil {
 		return nil, err
 	}
-	return os.ReadFile(p)
+	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s of the image is not a regular file (%s)", path, fi.Mode().Type())
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxImageFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxImageFile {
+		return nil, fmt.Errorf("%s of the image is larger than the %d bytes berth reads", path, maxImageFile)
+	}
+	return b, nil
 }

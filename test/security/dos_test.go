@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -46,7 +47,37 @@ func peakGrowth(t *testing.T, pids []int, attack func()) map[int]int64 {
 		resetPeak(t, pid)
 		before[pid] = procStatusKB(t, pid, "VmRSS")
 	}
+	// The machine is shared: a weakness that reads without bound is
+	// stopped at 1 GiB, not left to take the node's memory.
+	done := make(chan struct{})
+	killed := make(chan int, len(pids))
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			for _, pid := range pids {
+				if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", pid)); err == nil {
+					var size, rss int64
+					fmt.Sscanf(string(b), "%d %d", &size, &rss)
+					if rss*int64(os.Getpagesize()) > 1<<30 {
+						syscall.Kill(pid, syscall.SIGKILL)
+						killed <- pid
+						return
+					}
+				}
+			}
+		}
+	}()
 	attack()
+	close(done)
+	select {
+	case pid := <-killed:
+		t.Fatalf("pid %d passed 1 GiB of RSS and was killed", pid)
+	default:
+	}
 	out := map[int]int64{}
 	for _, pid := range pids {
 		out[pid] = (procStatusKB(t, pid, "VmHWM") - before[pid]) / 1024

@@ -159,11 +159,12 @@ func grpcCode(err error) codes.Code {
 // entry is one tar entry of a hand-made layer; names and links are
 // written exactly as given, which is the point.
 type entry struct {
-	name, link, body string
-	typ              byte
-	mode             int64
-	uid, gid         int
-	xattrs           map[string]string
+	name, link, body   string
+	typ                byte
+	mode               int64
+	uid, gid           int
+	xattrs             map[string]string
+	devmajor, devminor int64
 }
 
 func file(name, body string) entry {
@@ -184,7 +185,7 @@ func tarBytes(t testing.TB, entries ...entry) []byte {
 	tw := tar.NewWriter(&buf)
 	for _, e := range entries {
 		hdr := &tar.Header{Name: e.name, Typeflag: e.typ, Linkname: e.link, Mode: e.mode, Uid: e.uid, Gid: e.gid,
-			ModTime: time.Unix(1700000000, 0), Format: tar.FormatPAX}
+			Devmajor: e.devmajor, Devminor: e.devminor, ModTime: time.Unix(1700000000, 0), Format: tar.FormatPAX}
 		if e.typ == tar.TypeReg {
 			hdr.Size = int64(len(e.body))
 		}
