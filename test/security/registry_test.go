@@ -22,6 +22,8 @@ type hostileRegistry struct {
 	blobs     map[string]http.HandlerFunc
 	// gone is closed for each request whose client went away.
 	gone chan string
+	// auth, when set, is the Authorization every request must carry.
+	auth string
 }
 
 func newHostileRegistry(t *testing.T) *hostileRegistry {
@@ -39,6 +41,11 @@ func newHostileRegistry(t *testing.T) *hostileRegistry {
 }
 
 func (r *hostileRegistry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if r.auth != "" && req.Header.Get("Authorization") != r.auth {
+		w.Header().Set("WWW-Authenticate", `Basic realm="hostile"`)
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
 	if req.URL.Path == "/v2/" || req.URL.Path == "/v2" {
 		w.WriteHeader(http.StatusOK)
 		return
