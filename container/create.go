@@ -22,6 +22,7 @@ import (
 	"github.com/berth-runtime/berth/internal/reserve"
 	"github.com/berth-runtime/berth/internal/tracing"
 	"github.com/berth-runtime/berth/monitor"
+	"github.com/berth-runtime/berth/monitor/pods"
 )
 
 // Create is CreateContainer: it returns the new container's id. A call
@@ -95,7 +96,7 @@ func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runt
 			}
 			return
 		}
-		if uerr := s.undoCreate(uctx, s.existingMonitor(pod.ID), &rec, cleanups); uerr != nil {
+		if uerr := s.undoCreate(uctx, s.podProc(pod.ID), &rec, cleanups); uerr != nil {
 			s.keepFailed(&rec, cfg, err, uerr)
 			err = reserve.Kept(fmt.Errorf("%w; its undo failed, so the container is kept, exited, until it is removed: %w", err, uerr))
 		}
@@ -250,11 +251,11 @@ func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runt
 	}
 
 	reserve.Step(ctx, "monitor create (libcontainer)")
-	mon := s.existingMonitor(pod.ID)
+	mon := s.podProc(pod.ID)
 	// The monitor has berth-spawn run libcontainer's create: the span is
 	// the whole round trip, the helper's exec included.
 	_, span = s.opts.Tracer.Start(ctx, "libcontainer create")
-	pid, err := mon.client.Create(ctx, id, &monitor.CreateRequest{
+	pid, err := mon.Create(ctx, id, &monitor.CreateRequest{
 		Dir: dir, LogPath: rec.LogPath, Stdin: cfg.GetStdin(), StdinOnce: cfg.GetStdinOnce(),
 	}, cfg.GetTty())
 	tracing.End(span, err)
@@ -317,8 +318,8 @@ func (s *Service) runCleanups(ctx context.Context, id string, cleanups []cleanup
 // (for a create that timed out on our side, or for the berth that died):
 // a status call waits for that to end, so that the kill finds a process
 // to kill. cleanups (NRI's) run once it is dead.
-func (s *Service) undoCreate(ctx context.Context, mon *podMonitor, rec *Record, cleanups []cleanup) error {
-	mon.client.Status(ctx, rec.ID)
+func (s *Service) undoCreate(ctx context.Context, mon pods.Client, rec *Record, cleanups []cleanup) error {
+	mon.Status(ctx, rec.ID)
 	s.monitorDelete(ctx, mon, rec.ID)
 	s.opts.Faults.Hit(faultpoint.RecoverCtrKilled, rec.ID)
 	// Logged by runCleanups: the container is gone once released, what
@@ -349,15 +350,15 @@ func (s *Service) keepFailed(rec *Record, cfg *runtimeapi.ContainerConfig, cause
 }
 
 // monitorDelete kills and forgets a container in its monitor, for undo.
-func (s *Service) monitorDelete(ctx context.Context, mon *podMonitor, id string) {
+func (s *Service) monitorDelete(ctx context.Context, mon pods.Client, id string) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := mon.client.Signal(ctx, id, 9); err != nil &&
+	if err := mon.Signal(ctx, id, 9); err != nil &&
 		(errors.Is(err, monitor.ErrUnreachable) || monitor.IsCode(err, monitor.CodeNotFound)) {
 		return
 	}
-	mon.client.Wait(ctx, id)
-	mon.client.Delete(ctx, id)
+	mon.Wait(ctx, id)
+	mon.Delete(ctx, id)
 }
 
 func (s *Service) targetPID(target, podID string) (int, error) {

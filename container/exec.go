@@ -43,7 +43,7 @@ func (s *Service) ExecSync(ctx context.Context, id string, cmd []string, timeout
 	// the helper and its init have started: the RCU grace period that
 	// first move would wait for passes meanwhile.
 	cgprime.Prime()
-	res, err := s.existingMonitor(rec.PodID).client.ExecSync(ctx, rec.ID, cmd, timeout, MaxExecOutput)
+	res, err := s.podProc(rec.PodID).ExecSync(ctx, rec.ID, cmd, timeout, MaxExecOutput)
 	if err != nil {
 		if monitor.IsCode(err, monitor.CodeNotRunning) {
 			return nil, fmt.Errorf("%w: container %s is not running", ErrState, rec.ID)
@@ -67,7 +67,7 @@ func (s *Service) ReopenLog(ctx context.Context, id string) error {
 	if rec.State != StateRunning || c.isExited() {
 		return fmt.Errorf("%w: container %s is not running", ErrState, rec.ID)
 	}
-	if err := s.existingMonitor(rec.PodID).client.ReopenLog(ctx, rec.ID); err != nil {
+	if err := s.podProc(rec.PodID).ReopenLog(ctx, rec.ID); err != nil {
 		return fmt.Errorf("container %s: reopen log: %w", rec.ID, err)
 	}
 	return nil
@@ -111,7 +111,7 @@ func (s *Service) UpdateResources(ctx context.Context, id string, r *runtimeapi.
 	if err != nil {
 		return err
 	}
-	if err := s.existingMonitor(rec.PodID).client.Update(ctx, rec.ID, rec.Dir, oci); err != nil {
+	if err := s.podProc(rec.PodID).Update(ctx, rec.ID, rec.Dir, oci); err != nil {
 		if monitor.IsCode(err, monitor.CodeNotRunning) {
 			return fmt.Errorf("%w: container %s is not running", ErrState, rec.ID)
 		}

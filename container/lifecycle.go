@@ -9,11 +9,13 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-runtime/berth/internal/faultpoint"
 	"github.com/berth-runtime/berth/internal/tracing"
 	"github.com/berth-runtime/berth/monitor"
+	"github.com/berth-runtime/berth/monitor/pods"
 )
 
 // ReasonMonitorGone is the exit reason of a container whose monitor died:
@@ -27,10 +29,10 @@ const ReasonCreateFailed = "CreateFailed"
 
 // watch waits, through the pod's monitor, for the container to exit and
 // records the exit. It is how berth learns of exits without polling.
-func (s *Service) watch(c *ctr, mon *podMonitor) {
+func (s *Service) watch(c *ctr, mon pods.Client) {
 	id := c.snapshot().ID
 	for {
-		resp, err := mon.client.Wait(s.ctx, id)
+		resp, err := mon.Wait(s.ctx, id)
 		switch {
 		case err == nil && resp.Exit != nil:
 			s.setExit(c, resp.Exit, "")
@@ -126,7 +128,7 @@ func (s *Service) start(ctx context.Context, c *ctr) error {
 			return fmt.Errorf("container %s: %w", rec.ID, err)
 		}
 	}
-	mon := s.existingMonitor(rec.PodID)
+	mon := s.podProc(rec.PodID)
 	c.mu.Lock()
 	c.starting = true
 	c.mu.Unlock()
@@ -137,7 +139,7 @@ func (s *Service) start(ctx context.Context, c *ctr) error {
 		s.opts.Faults.Hit(faultpoint.StartBefore, rec.ID)
 	}
 	_, span := s.opts.Tracer.Start(ctx, "libcontainer start")
-	err := mon.client.Start(ctx, rec.ID)
+	err := mon.Start(ctx, rec.ID)
 	tracing.End(span, err)
 	if err == nil && !rec.Sandbox {
 		s.opts.Faults.Hit(faultpoint.StartStarted, rec.ID)
@@ -201,9 +203,9 @@ func (s *Service) stop(ctx context.Context, c *ctr, timeout time.Duration) error
 		return nil
 	}
 	rec := c.snapshot()
-	mon := s.existingMonitor(rec.PodID)
+	mon := s.podProc(rec.PodID)
 	signal := func(sig syscall.Signal) error {
-		err := mon.client.Signal(ctx, rec.ID, sig)
+		err := mon.Signal(ctx, rec.ID, sig)
 		if err == nil || monitor.IsCode(err, monitor.CodeNotRunning) {
 			return nil
 		}
@@ -296,8 +298,8 @@ func (s *Service) Remove(ctx context.Context, id string) error {
 // release frees everything an exited (or half-created) container holds,
 // in an order that a retry after a failure can resume.
 func (s *Service) release(ctx context.Context, rec *Record) error {
-	mon := s.existingMonitor(rec.PodID)
-	err := mon.client.Delete(ctx, rec.ID)
+	mon := s.podProc(rec.PodID)
+	err := mon.Delete(ctx, rec.ID)
 	switch {
 	case errors.Is(err, monitor.ErrUnreachable):
 		// The monitor died before it could clean up after the process.
@@ -382,3 +384,19 @@ func (s *Service) RemovePodContainers(ctx context.Context, podID string) error {
 	}
 	return errors.Join(errs...)
 }
+
+// killPid SIGKILLs pid through a pidfd and waits (a little) for its exit
+// notification, so that the caller goes on once the kernel took it down.
+func killPid(pid int) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	if unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) != nil {
+		return
+	}
+	unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, int(killWait/time.Millisecond))
+}
+
+const killWait = 5 * time.Second

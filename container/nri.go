@@ -300,7 +300,7 @@ func (s *Service) applyResources(ctx context.Context, c *ctr, r *specs.LinuxReso
 	if c.isExited() {
 		return fmt.Errorf("%w: container %s is not running", ErrState, rec.ID)
 	}
-	if err := s.existingMonitor(rec.PodID).client.Update(ctx, rec.ID, rec.Dir, r); err != nil {
+	if err := s.podProc(rec.PodID).Update(ctx, rec.ID, rec.Dir, r); err != nil {
 		if monitor.IsCode(err, monitor.CodeNotRunning) {
 			return fmt.Errorf("%w: container %s is not running", ErrState, rec.ID)
 		}

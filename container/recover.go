@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/berth-runtime/berth/monitor"
+	"github.com/berth-runtime/berth/monitor/pods"
 )
 
 // monitorAnswerTimeout bounds each call to a monitor while berth starts:
@@ -19,11 +20,10 @@ import (
 // machine.
 const monitorAnswerTimeout = 5 * time.Second
 
-// recover rebuilds the index from the records of a previous run and
-// reconciles it with what still exists: exits recorded by the monitors
-// while berth was down are picked up, running containers are watched
-// again, and a container whose monitor is gone is ended.
-func (s *Service) recover(ctx context.Context) error {
+// load rebuilds the index from the records of a previous run, without
+// asking any pod's process yet: the sandbox service adopts those first,
+// and may meanwhile stop or remove the containers of a pod it undoes.
+func (s *Service) load() error {
 	recs, corrupt, err := s.records.LoadAll()
 	if err != nil {
 		return err
@@ -75,31 +75,53 @@ func (s *Service) recover(ctx context.Context) error {
 		s.ctrs[id] = c
 		s.names.Restore(nameKey(rec.PodID, cfg.GetMetadata()), id)
 	}
+	s.loaded = &loaded{interrupted: interrupted, foreign: foreign}
+	return nil
+}
+
+// loaded is what load found for recover to reconcile.
+type loaded struct {
+	interrupted map[string][]*Record // creates berth died inside, by pod
+	foreign     map[string]bool      // records of another format version
+}
+
+// recover reconciles what load found with what still exists, through
+// the pods' processes: exits recorded while berth was down are picked up,
+// running containers are watched again, a container whose pod's process
+// is gone is ended, and a create berth died inside is undone.
+func (s *Service) recover(ctx context.Context) {
+	l := s.loaded
+	s.loaded = nil
+	if l == nil {
+		return
+	}
+	interrupted, foreign := l.interrupted, l.foreign
 	live := map[string][]*ctr{}
+	s.mu.RLock()
 	for _, c := range s.ctrs {
 		if !c.isExited() {
 			live[c.rec.PodID] = append(live[c.rec.PodID], c)
 		}
 	}
-	pods := maps.Clone(interrupted)
+	s.mu.RUnlock()
+	podIDs := maps.Clone(interrupted)
 	for podID := range live {
-		pods[podID] = nil
+		podIDs[podID] = nil
 	}
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, recoverParallel)
-	for podID := range pods {
+	for podID := range podIDs {
 		wg.Add(1)
 		slots <- struct{}{}
 		go func() {
 			defer func() { <-slots; wg.Done() }()
-			mon := s.existingMonitor(podID)
+			mon := s.podProc(podID)
 			s.undoInterrupted(ctx, mon, interrupted[podID])
-			s.reattach(ctx, mon, live[podID])
+			s.reattach(ctx, mon, podID, live[podID])
 		}()
 	}
 	wg.Wait()
 	s.collectOrphans(foreign)
-	return nil
 }
 
 // recoverParallel bounds the pods whose containers recovery handles at
@@ -110,7 +132,7 @@ const recoverParallel = 16
 // undoInterrupted undoes the containers of one pod whose create berth
 // died inside. The monitor may already hold one, its init waiting for a
 // start that will never come, and refuses to delete a live one.
-func (s *Service) undoInterrupted(ctx context.Context, mon *podMonitor, recs []*Record) {
+func (s *Service) undoInterrupted(ctx context.Context, mon pods.Client, recs []*Record) {
 	for _, rec := range recs {
 		id := rec.ID
 		s.log.Info("removing container whose create was interrupted", "container", id)
@@ -127,8 +149,13 @@ func (s *Service) undoInterrupted(ctx context.Context, mon *podMonitor, recs []*
 // reattach picks up the exits one pod's monitor recorded while berth was
 // away and watches its running containers again. A monitor that does not
 // answer in time is asked nothing more: its containers stay as recorded.
-func (s *Service) reattach(ctx context.Context, mon *podMonitor, ctrs []*ctr) {
-	silent := false
+func (s *Service) reattach(ctx context.Context, mon pods.Client, podID string, ctrs []*ctr) {
+	// Its process stayed silent for the pod's adoption a moment ago:
+	// waiting for it once more would only double the pod's delay.
+	silent := s.opts.PodProcesses.Silent(podID)
+	if silent && len(ctrs) > 0 {
+		s.log.Warn("pod monitor does not answer (silent at the pod's adoption): its containers as recorded", "pod", podID, "containers", len(ctrs))
+	}
 	for _, c := range ctrs {
 		rec := c.snapshot()
 		if e, err := monitor.ReadExit(rec.Dir); err == nil && e != nil {
@@ -140,7 +167,7 @@ func (s *Service) reattach(ctx context.Context, mon *podMonitor, ctrs []*ctr) {
 			continue
 		}
 		sctx, cancel := context.WithTimeout(ctx, monitorAnswerTimeout)
-		resp, err := mon.client.Status(sctx, rec.ID)
+		resp, err := mon.Status(sctx, rec.ID)
 		cancel()
 		switch {
 		case errors.Is(err, context.DeadlineExceeded):
@@ -148,9 +175,6 @@ func (s *Service) reattach(ctx context.Context, mon *podMonitor, ctrs []*ctr) {
 			// stands, and the watcher learns the rest when it answers.
 			s.log.Warn("pod monitor does not answer: container state as recorded", "container", rec.ID, "pod", rec.PodID, "after", monitorAnswerTimeout)
 			silent = true
-			s.monMu.Lock()
-			s.silent[rec.PodID] = true
-			s.monMu.Unlock()
 		case errors.Is(err, monitor.ErrUnreachable) || monitor.IsCode(err, monitor.CodeNotFound):
 			s.monitorGone(c)
 			continue

@@ -27,7 +27,7 @@ import (
 	"github.com/berth-runtime/berth/internal/reserve"
 	"github.com/berth-runtime/berth/internal/store"
 	"github.com/berth-runtime/berth/internal/tracing"
-	"github.com/berth-runtime/berth/monitor"
+	"github.com/berth-runtime/berth/monitor/pods"
 	"github.com/berth-runtime/berth/nri"
 )
 
@@ -82,14 +82,11 @@ type Options struct {
 	State  string // volatile root: records, specs, rootfs mounts, monitors
 	Pods   Pods
 	Images Images
-	// MonitorBinary is berth-monitor; empty looks next to berth.
-	MonitorBinary string
-	// PodProcess is the kind of process new pods get: PodProcessMonitor
-	// (the Go monitor, the default) or PodProcessC (berth-podproc, found
-	// next to berth-monitor unless PodProcBinary names it). Pods keep
-	// the kind they were made with.
-	PodProcess    string
-	PodProcBinary string
+	// PodProcesses are the pods' own processes, which the sandbox
+	// service starts, adopts and stops: each container is made and
+	// watched through its pod's. Nil: a Set of its own on State, for
+	// tests.
+	PodProcesses *pods.Set
 	// CgroupDriver makes the containers' cgroups (in their monitors);
 	// empty is cgroupfs.
 	CgroupDriver cgroup.Driver
@@ -136,16 +133,12 @@ type Service struct {
 	// names are the containers' names (pod, name, attempt), held while
 	// each exists: internal/reserve.
 	names *reserve.Names
-
-	monMu    sync.Mutex
-	monitors map[string]*podMonitor
-	// silent are the pods whose monitor did not answer the containers'
-	// recovery: the pods' recovery, next, does not wait for it again.
-	silent map[string]bool
+	// loaded is what New loaded for Recover; nil after.
+	loaded *loaded
 }
 
-// New loads the containers of a previous run and reattaches to their
-// monitors (see recover.go).
+// New loads the containers of a previous run; Recover, once the pods'
+// own processes are adopted, reattaches to them (see recover.go).
 func New(ctx context.Context, opts Options) (*Service, error) {
 	if opts.Root == "" || opts.State == "" || opts.Pods == nil || opts.Images == nil {
 		return nil, errors.New("container: Root, State, Pods and Images are required")
@@ -157,16 +150,17 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		opts.Host = spec.SystemHost{}
 	}
 	opts.Tracer = tracing.OrOff(opts.Tracer)
+	if opts.PodProcesses == nil {
+		opts.PodProcesses = pods.New(pods.Options{State: opts.State, RuncRoot: filepath.Join(opts.State, "runc"), CgroupDriver: opts.CgroupDriver, Logger: opts.Logger})
+	}
 	s := &Service{
-		opts:     opts,
-		log:      opts.Logger.With("component", "container"),
-		host:     opts.Host,
-		dir:      filepath.Join(opts.State, "containers"),
-		upper:    filepath.Join(opts.Root, "containers"),
-		runc:     filepath.Join(opts.State, "runc"),
-		ctrs:     map[string]*ctr{},
-		monitors: map[string]*podMonitor{},
-		silent:   map[string]bool{},
+		opts:  opts,
+		log:   opts.Logger.With("component", "container"),
+		host:  opts.Host,
+		dir:   filepath.Join(opts.State, "containers"),
+		upper: filepath.Join(opts.Root, "containers"),
+		runc:  filepath.Join(opts.State, "runc"),
+		ctrs:  map[string]*ctr{},
 	}
 	s.fs = fsguard.New(s.log, 0)
 	for _, d := range []string{s.dir, s.runc} {
@@ -192,23 +186,28 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	}
 	s.names = reserve.New(reserve.Options{Kind: "container", Timeout: opts.CreateTimeout, Refuse: true, Logger: s.log})
 	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	if err := s.recover(ctx); err != nil {
+	if err := s.load(); err != nil {
 		s.cancel()
 		return nil, err
 	}
-	s.watchSystemdReloads()
 	return s, nil
+}
+
+// Recover reattaches to the containers New loaded, through their pods'
+// processes, which the sandbox service has adopted by then: exits
+// recorded while berth was away are picked up, running containers
+// watched again. Called once, before the service is used.
+func (s *Service) Recover(ctx context.Context) error {
+	s.recover(ctx)
+	s.watchSystemdReloads()
+	return nil
 }
 
 // Close stops watching exits. Containers and monitors keep running.
 func (s *Service) Close() { s.cancel() }
 
-func (s *Service) monitorBinary() (string, error) {
-	if s.opts.MonitorBinary != "" {
-		return s.opts.MonitorBinary, nil
-	}
-	return monitor.FindBinary()
-}
+// podProc is the client of the pod's own process.
+func (s *Service) podProc(podID string) pods.Client { return s.opts.PodProcesses.Client(podID) }
 
 // lookup finds a container by id or unique id prefix. A prefix that
 // begins several containers' ids is an error naming them, not

@@ -64,7 +64,7 @@ func (s *Service) Exec(ctx context.Context, id string, cmd []string, st Streams)
 			return 0, ctx.Err()
 		}
 	}
-	sess, err := s.existingMonitor(rec.PodID).client.ExecStream(ctx, rec.ID, req)
+	sess, err := s.podProc(rec.PodID).ExecStream(ctx, rec.ID, req)
 	if err != nil {
 		if monitor.IsCode(err, monitor.CodeNotRunning) {
 			return 0, fmt.Errorf("%w: container %s is not running", ErrState, rec.ID)
@@ -181,7 +181,7 @@ func (s *Service) Attach(ctx context.Context, id string, st Streams) error {
 	}
 	tty := c.cfg.GetTty()
 	req := &monitor.StreamRequest{Stdin: st.Stdin != nil, Stdout: st.Stdout != nil, Stderr: st.Stderr != nil && !tty, TTY: tty}
-	sess, err := s.existingMonitor(rec.PodID).client.Attach(ctx, rec.ID, req)
+	sess, err := s.podProc(rec.PodID).Attach(ctx, rec.ID, req)
 	if err != nil {
 		if monitor.IsCode(err, monitor.CodeNotRunning) {
 			return fmt.Errorf("%w: container %s is not running", ErrState, rec.ID)

@@ -24,23 +24,6 @@ import (
 // id-mapped), bind mounts through libcontainer's "idmap" option, and the
 // writable layer's root is chowned to the pod's root.
 
-// MonitorUserNS is u (a pod's, mode POD) as the monitor takes it; nil for
-// none. (No options at all is the node's user namespace, although the
-// zero mode is POD.)
-func MonitorUserNS(u *runtimeapi.UserNamespace) *monitor.UserNS {
-	if u == nil || u.GetMode() != runtimeapi.NamespaceMode_POD {
-		return nil
-	}
-	conv := func(in []*runtimeapi.IDMapping) []monitor.IDMap {
-		out := make([]monitor.IDMap, 0, len(in))
-		for _, m := range in {
-			out = append(out, monitor.IDMap{ContainerID: m.GetContainerId(), HostID: m.GetHostId(), Size: m.GetLength()})
-		}
-		return out
-	}
-	return &monitor.UserNS{UIDs: conv(u.GetUids()), GIDs: conv(u.GetGids())}
-}
-
 // podUserNS is the pod's own user namespace, nil when it shares the
 // node's.
 func podUserNS(podCfg *runtimeapi.PodSandboxConfig) *runtimeapi.UserNamespace {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/berth-runtime/berth/internal/config"
 	"github.com/berth-runtime/berth/internal/events"
 	"github.com/berth-runtime/berth/internal/faultpoint"
+	podprocs "github.com/berth-runtime/berth/monitor/pods"
 	"github.com/berth-runtime/berth/nri"
 	"github.com/berth-runtime/berth/sandbox"
 )
@@ -24,21 +26,30 @@ import (
 // newContainers builds the container service on top of the pod and image
 // services. It reattaches to the monitors of the previous run before it
 // returns.
-func newContainers(ctx context.Context, cfg *config.Config, pods container.Pods, images *image.Service, bus *events.Bus, n *nri.NRI, log *slog.Logger, faults *faultpoint.Point, tracer trace.Tracer) (*container.Service, error) {
+func newContainers(ctx context.Context, cfg *config.Config, pods container.Pods, procs *podprocs.Set, images *image.Service, bus *events.Bus, n *nri.NRI, log *slog.Logger, faults *faultpoint.Point, tracer trace.Tracer) (*container.Service, error) {
 	return container.New(ctx, container.Options{
-		Tracer: tracer,
-		Root:   cfg.Root,
-		State:  cfg.State,
-		Pods:   pods,
-		Images: imagesAdapter{images},
+		Tracer:       tracer,
+		Root:         cfg.Root,
+		State:        cfg.State,
+		Pods:         pods,
+		PodProcesses: procs,
+		Images:       imagesAdapter{images},
 		// Validated by the config (cgroupfs or systemd).
 		CgroupDriver: cgroup.Driver(cfg.CgroupDriver),
-		PodProcess:   cfg.PodProcess,
 		Logger:       log,
 		Events:       bus,
 		NRI:          n,
 		Faults:       faults,
 		CDI:          newCDI(cfg, log),
+	})
+}
+
+// newPodProcesses is the pods' own processes, of the kind pod_process
+// names for new pods.
+func newPodProcesses(cfg *config.Config, log *slog.Logger) *podprocs.Set {
+	return podprocs.New(podprocs.Options{
+		State: cfg.State, RuncRoot: filepath.Join(cfg.State, "runc"),
+		CgroupDriver: cgroup.Driver(cfg.CgroupDriver), Kind: cfg.PodProcess, Logger: log,
 	})
 }
 

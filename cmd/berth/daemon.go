@@ -181,8 +181,14 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	// Containers first: the pods' recovery reattaches to pause through
-	// the pods' monitors, which the container service owns.
+	// The pods' own processes (the Go monitor or the C pod process): the
+	// sandbox service starts, adopts and stops them, the container
+	// service makes and watches its containers through them.
+	procs := newPodProcesses(cfg, log)
+	defer procs.Close()
+	// The containers' records are loaded first (a pod undone during its
+	// recovery may hold an infra container), then the pods are adopted,
+	// then the containers reattached through the pods' processes.
 	// Lifecycle events go from the services to GetContainerEvents.
 	bus := events.NewBus()
 	// NRI plugins hear of every pod and container; nil unless enabled.
@@ -191,17 +197,20 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return err
 	}
 	late := &latePods{cfg: cfg}
-	containers, err := newContainers(ctx, cfg, late, images, bus, nriAPI, log, faults, traces.Tracer())
+	containers, err := newContainers(ctx, cfg, late, procs, images, bus, nriAPI, log, faults, traces.Tracer())
 	if err != nil {
 		return err
 	}
 	defer containers.Close()
-	cni, pods, err := newPods(ctx, cfg, log, containers, bus, nriAPI, faults, traces.Tracer())
+	cni, pods, err := newPods(ctx, cfg, log, containers, procs, bus, nriAPI, faults, traces.Tracer())
 	if err != nil {
 		return err
 	}
 	defer pods.Close()
 	late.set(pods)
+	if err := containers.Recover(ctx); err != nil {
+		return err
+	}
 	// Before CRI is served: plugins start synchronised with the pods and
 	// containers recovered above.
 	if err := startNRI(nriAPI, pods, containers); err != nil {

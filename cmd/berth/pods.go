@@ -11,6 +11,7 @@ import (
 	"github.com/berth-runtime/berth/internal/config"
 	"github.com/berth-runtime/berth/internal/events"
 	"github.com/berth-runtime/berth/internal/faultpoint"
+	podprocs "github.com/berth-runtime/berth/monitor/pods"
 	"github.com/berth-runtime/berth/network"
 	"github.com/berth-runtime/berth/nri"
 	"github.com/berth-runtime/berth/sandbox"
@@ -19,7 +20,7 @@ import (
 // newPods builds pod networking (libcni, watching the conf dir for
 // NetworkReady) and the sandbox service, which reloads and reconciles the
 // pods of the previous run before it returns.
-func newPods(ctx context.Context, cfg *config.Config, log *slog.Logger, containers *container.Service, bus *events.Bus, n *nri.NRI, faults *faultpoint.Point, tracer trace.Tracer) (*network.CNI, *sandbox.Manager, error) {
+func newPods(ctx context.Context, cfg *config.Config, log *slog.Logger, containers *container.Service, procs *podprocs.Set, bus *events.Bus, n *nri.NRI, faults *faultpoint.Point, tracer trace.Tracer) (*network.CNI, *sandbox.Manager, error) {
 	netCfg := network.Config{
 		ConfDir: cfg.CNI.ConfDir,
 		BinDirs: cfg.CNI.BinDirs,
@@ -48,13 +49,14 @@ func newPods(ctx context.Context, cfg *config.Config, log *slog.Logger, containe
 		StateDir:     cfg.State,
 		Network:      cni,
 		CgroupDriver: cfg.CgroupDriver,
-		Pause:        &monitorPause{containers: containers, image: cfg.PauseImage},
-		Containers:   containers,
-		Logger:       log,
-		Events:       bus,
-		NRI:          n,
-		Faults:       faults,
-		Tracer:       tracer,
+		// Each pod's own process runs its pause and lives as long as it.
+		Pause:      &sandbox.PodPause{Procs: procs, Containers: containers, Image: cfg.PauseImage, Tracer: tracer, Faults: faults},
+		Containers: containers,
+		Logger:     log,
+		Events:     bus,
+		NRI:        n,
+		Faults:     faults,
+		Tracer:     tracer,
 	})
 	if err != nil {
 		return nil, nil, err

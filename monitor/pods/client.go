@@ -1,4 +1,10 @@
-package container
+// Package pods is berth's side of each pod's own process, the Go monitor
+// (berth-monitor, JSON lines) or the C pod process (berth-podproc, frames;
+// docs/podproc.md): a typed client per pod, Client, whichever protocol it
+// speaks, and the Set that starts, adopts, watches and stops them. The
+// sandbox service owns the Set (a pod's process lives as long as the pod);
+// the container service gets each pod's Client from it.
+package pods
 
 import (
 	"context"
@@ -19,13 +25,13 @@ import (
 	"github.com/berth-runtime/berth/monitor/podproc"
 )
 
-// podClient is berth's typed side of a pod's own process, whichever it
+// Client is berth's typed side of a pod's own process, whichever it
 // is: the Go monitor (berth-monitor, JSON lines, monitor.Client) or the C
 // pod process (berth-podproc, frames, podproc.Client; docs/podproc.md).
 // Both report failures the same way: monitor.ErrUnreachable when the
 // process is gone, monitor.ErrVersion when it speaks another protocol,
 // and a *monitor.Error whose Code monitor.IsCode tells.
-type podClient interface {
+type Client interface {
 	// Ping returns the process's pid.
 	Ping(ctx context.Context) (int, error)
 	// RunPause starts the pod's built-in pause, addressed by the pod's id.
@@ -36,8 +42,8 @@ type podClient interface {
 	Start(ctx context.Context, id string) error
 	Signal(ctx context.Context, id string, sig syscall.Signal) error
 	// Wait returns once the exit is recorded.
-	Wait(ctx context.Context, id string) (*procStatus, error)
-	Status(ctx context.Context, id string) (*procStatus, error)
+	Wait(ctx context.Context, id string) (*Status, error)
+	Status(ctx context.Context, id string) (*Status, error)
 	Delete(ctx context.Context, id string) error
 	Shutdown(ctx context.Context) error
 	ExecSync(ctx context.Context, id string, args []string, timeout time.Duration, maxOutput int) (*monitor.ExecResult, error)
@@ -45,20 +51,20 @@ type podClient interface {
 	// Update applies resources, as UpdateContainerResources gives them,
 	// to the container whose spec is in dir.
 	Update(ctx context.Context, id, dir string, r *specs.LinuxResources) error
-	ExecStream(ctx context.Context, id string, r *monitor.StreamRequest) (execSession, error)
-	Attach(ctx context.Context, id string, r *monitor.StreamRequest) (attachSession, error)
+	ExecStream(ctx context.Context, id string, r *monitor.StreamRequest) (ExecSession, error)
+	Attach(ctx context.Context, id string, r *monitor.StreamRequest) (AttachSession, error)
 }
 
-// procStatus is a process's state (monitor.State*) and, once it has
+// Status is a process's state (monitor.State*) and, once it has
 // exited, its exit.
-type procStatus struct {
+type Status struct {
 	Pid   int
 	State string
 	Exit  *monitor.Exit
 }
 
-// execSession is an interactive exec.
-type execSession interface {
+// ExecSession is an interactive exec.
+type ExecSession interface {
 	// Files are the command's stdio, in monitor.OpExecStream's order; the
 	// caller closes them.
 	Files() []*os.File
@@ -67,8 +73,8 @@ type execSession interface {
 	Close() error
 }
 
-// attachSession is one client attached to a container's streams.
-type attachSession interface {
+// AttachSession is one client attached to a container's streams.
+type AttachSession interface {
 	// Read returns the next output (monitor.FrameStdout, FrameStderr), or
 	// FrameExit with the exit.
 	Read() (kind byte, data []byte, exit *monitor.Exit, err error)
@@ -78,10 +84,10 @@ type attachSession interface {
 	Close() error
 }
 
-// The kinds of pod process (Options.PodProcess).
+// The kinds of pod process (Options.Kind, the pod_process setting).
 const (
-	PodProcessMonitor = "monitor" // the Go monitor, the default
-	PodProcessC       = "podproc" // the C pod process
+	KindMonitor = "monitor" // the Go monitor, the default
+	KindC       = "podproc" // the C pod process
 )
 
 // jsonClient is the Go monitor's client.
@@ -125,19 +131,19 @@ func (j jsonClient) Signal(ctx context.Context, id string, sig syscall.Signal) e
 	return err
 }
 
-func (j jsonClient) status(ctx context.Context, op, id string) (*procStatus, error) {
+func (j jsonClient) status(ctx context.Context, op, id string) (*Status, error) {
 	r, err := j.call(ctx, &monitor.Request{Op: op, ID: id})
 	if err != nil {
 		return nil, err
 	}
-	return &procStatus{Pid: r.Pid, State: r.State, Exit: r.Exit}, nil
+	return &Status{Pid: r.Pid, State: r.State, Exit: r.Exit}, nil
 }
 
-func (j jsonClient) Wait(ctx context.Context, id string) (*procStatus, error) {
+func (j jsonClient) Wait(ctx context.Context, id string) (*Status, error) {
 	return j.status(ctx, monitor.OpWait, id)
 }
 
-func (j jsonClient) Status(ctx context.Context, id string) (*procStatus, error) {
+func (j jsonClient) Status(ctx context.Context, id string) (*Status, error) {
 	return j.status(ctx, monitor.OpStatus, id)
 }
 
@@ -173,7 +179,7 @@ type jsonExec struct{ *monitor.ExecSession }
 
 func (s jsonExec) Files() []*os.File { return s.ExecSession.Files }
 
-func (j jsonClient) ExecStream(ctx context.Context, id string, r *monitor.StreamRequest) (execSession, error) {
+func (j jsonClient) ExecStream(ctx context.Context, id string, r *monitor.StreamRequest) (ExecSession, error) {
 	s, err := j.c.ExecStream(ctx, id, r)
 	if err != nil {
 		return nil, err
@@ -199,7 +205,7 @@ func (a jsonAttach) Resize(w, h uint16) error {
 	return a.WriteFrame(monitor.FrameResize, monitor.ResizePayload(w, h))
 }
 
-func (j jsonClient) Attach(ctx context.Context, id string, r *monitor.StreamRequest) (attachSession, error) {
+func (j jsonClient) Attach(ctx context.Context, id string, r *monitor.StreamRequest) (AttachSession, error) {
 	s, err := j.c.Attach(ctx, id, r)
 	if err != nil {
 		return nil, err
@@ -348,18 +354,18 @@ func (c cClient) Signal(ctx context.Context, id string, sig syscall.Signal) erro
 
 var cStates = map[podproc.State]string{podproc.StateCreated: monitor.StateCreated, podproc.StateRunning: monitor.StateRunning, podproc.StateExited: monitor.StateExited}
 
-func cStatus(st *podproc.Status, err error) (*procStatus, error) {
+func cStatus(st *podproc.Status, err error) (*Status, error) {
 	if err != nil {
 		return nil, cErr(err)
 	}
-	return &procStatus{Pid: st.Pid, State: cStates[st.State], Exit: st.Exit}, nil
+	return &Status{Pid: st.Pid, State: cStates[st.State], Exit: st.Exit}, nil
 }
 
-func (c cClient) Wait(ctx context.Context, id string) (*procStatus, error) {
+func (c cClient) Wait(ctx context.Context, id string) (*Status, error) {
 	return cStatus(c.c.Wait(ctx, id))
 }
 
-func (c cClient) Status(ctx context.Context, id string) (*procStatus, error) {
+func (c cClient) Status(ctx context.Context, id string) (*Status, error) {
 	return cStatus(c.c.Status(ctx, id))
 }
 
@@ -375,10 +381,10 @@ func (c cClient) ReopenLog(ctx context.Context, id string) error {
 	return cErr(c.c.ReopenLog(ctx, id))
 }
 
-// resourcesFile keeps, in a container's dir, the resources of its last
+// ResourcesFile keeps, in a container's dir, the resources of its last
 // update, on which the next one is merged (the Go monitor keeps them in
 // memory; the C pod process parses no JSON).
-const resourcesFile = "resources.json"
+const ResourcesFile = "resources.json"
 
 // Update merges r into the container's resources as the Go monitor does
 // (CPU, memory, huge pages, unified; pids where given) and has the pod
@@ -388,9 +394,9 @@ func (c cClient) Update(ctx context.Context, id, dir string, r *specs.LinuxResou
 		return errors.New("update: no resources")
 	}
 	res := specs.LinuxResources{}
-	if data, err := os.ReadFile(filepath.Join(dir, resourcesFile)); err == nil {
+	if data, err := os.ReadFile(filepath.Join(dir, ResourcesFile)); err == nil {
 		if err := json.Unmarshal(data, &res); err != nil {
-			return fmt.Errorf("update: %s: %w", resourcesFile, err)
+			return fmt.Errorf("update: %s: %w", ResourcesFile, err)
 		}
 	} else if s, err := monitor.ReadSpec(dir); err != nil {
 		return fmt.Errorf("update: %w", err)
@@ -408,11 +414,11 @@ func (c cClient) Update(ctx context.Context, id, dir string, r *specs.LinuxResou
 	if err := c.c.Update(ctx, id, data); err != nil {
 		return cErr(err)
 	}
-	tmp := filepath.Join(dir, resourcesFile+".tmp")
+	tmp := filepath.Join(dir, ResourcesFile+".tmp")
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {
 		return err
 	}
-	return os.Rename(tmp, filepath.Join(dir, resourcesFile))
+	return os.Rename(tmp, filepath.Join(dir, ResourcesFile))
 }
 
 type cExec struct{ *podproc.ExecSession }
@@ -435,7 +441,7 @@ func (s cExec) Wait(ctx context.Context) (*monitor.Exit, error) {
 // Close hangs up; the files are the caller's (Files).
 func (s cExec) Close() error { return s.ExecSession.Hangup() }
 
-func (c cClient) ExecStream(ctx context.Context, id string, r *monitor.StreamRequest) (execSession, error) {
+func (c cClient) ExecStream(ctx context.Context, id string, r *monitor.StreamRequest) (ExecSession, error) {
 	s, err := c.c.Exec(ctx, &podproc.ExecRequest{ID: id, Args: r.Args, Stdin: r.Stdin, Stdout: r.Stdout, Stderr: r.Stderr,
 		TTY: r.TTY, Width: r.Width, Height: r.Height})
 	if err != nil {
@@ -464,7 +470,7 @@ func (a cAttach) WriteStdin(p []byte) error {
 	return err
 }
 
-func (c cClient) Attach(ctx context.Context, id string, r *monitor.StreamRequest) (attachSession, error) {
+func (c cClient) Attach(ctx context.Context, id string, r *monitor.StreamRequest) (AttachSession, error) {
 	s, err := c.c.Attach(ctx, &podproc.AttachRequest{ID: id, Stdin: r.Stdin, Stdout: r.Stdout, Stderr: r.Stderr})
 	if err != nil {
 		return nil, cErr(err)

@@ -56,12 +56,13 @@ func TestRestartWithFrozenMonitor(t *testing.T) {
 }
 
 // TestRestartWithWedgedMonitors: four pods' monitors are stopped when
-// berth comes back. Recovery asks each monitor with a timeout
-// (monitorAnswerTimeout, 5 s, for its containers, then as long again for
-// its pause): done pod after pod, that was 40 s before berth served
-// anything. Pods are recovered side by side, so the four timeouts run at
-// the same time: each pod is handled (kept as recorded, its silence
-// logged) and the socket answers well before 4 timeouts have passed.
+// berth comes back. Recovery adopts each pod's monitor with a timeout
+// (sandbox.adoptTimeout, 5 s), and the pod's containers are then kept as
+// recorded without asking the silent monitor again: done pod after pod,
+// that was 20 s before berth served anything. Pods are recovered side by
+// side, so the four timeouts run at the same time: each pod is handled
+// (kept as recorded, its silence logged for its pause and its containers)
+// and the socket answers well before 4 timeouts have passed.
 func TestRestartWithWedgedMonitors(t *testing.T) {
 	const wedged = 4
 	const answerTimeout = 5 * time.Second // container.monitorAnswerTimeout, sandbox.adoptTimeout
@@ -97,7 +98,7 @@ func TestRestartWithWedgedMonitors(t *testing.T) {
 	start := time.Now()
 	e.D.Restart() // fails the test unless the socket answers within 30 s
 	served := time.Since(start)
-	t.Logf("berth served %.1f s after its start with %d wedged monitors (%d s of monitor timeouts in a row)", served.Seconds(), wedged, 2*wedged*int(answerTimeout.Seconds()))
+	t.Logf("berth served %.1f s after its start with %d wedged monitors (%d s of monitor timeouts in a row)", served.Seconds(), wedged, wedged*int(answerTimeout.Seconds()))
 
 	// Every wedged pod was handled: its container's silence and its
 	// pause's logged, the pod kept as recorded.

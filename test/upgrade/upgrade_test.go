@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,7 +76,15 @@ func TestUpgradeInPlace(t *testing.T) {
 	from := fromCommit(t)
 	old := framework.BuildCommit(t, from)
 	t.Logf("upgrading from %s (%s)", from, framework.Git(t, "log", "-1", "--format=%h %s", from))
-	e := framework.NewPodEnvWith(t, "berth-upgrade", framework.WithBinary(old))
+	// The old berth's pods have the Go monitor, as every pod made before
+	// the C pod process existed has; with framework.EnvPodProcess set,
+	// the berth under test makes its new pods with that kind, and serves
+	// both kinds side by side.
+	var oldArgs []string
+	if os.Getenv(framework.EnvPodProcess) != "" {
+		oldArgs = []string{"--pod-process", "monitor"}
+	}
+	e := framework.NewPodEnvWith(t, "berth-upgrade", framework.WithBinary(old), framework.WithArgs(oldArgs...))
 	before := framework.SnapshotHost(t, e.Scope())
 
 	podA, cfgA := e.RunPod("a")
@@ -103,6 +112,7 @@ func TestUpgradeInPlace(t *testing.T) {
 	}
 	downAt := ticks(t, logA1)
 	e.D.SetBinary("")
+	e.D.Args = e.D.Args[:len(e.D.Args)-len(oldArgs)]
 	e.D.Restart()
 
 	// Listed as they were, by the same processes.
@@ -161,6 +171,7 @@ func TestUpgradeInPlace(t *testing.T) {
 	waitTick(t, filepath.Join(cfgA.LogDirectory, "a2.log"), 2)
 	podC, cfgC := e.RunPod("c")
 	c1 := e.Run(podC, cfgC, "c1", "sleep 1000", nil)
+	checkKinds(t, e, []string{podA, podB}, podC)
 	if res, err := e.D.Runtime.ExecSync(framework.Ctx(t), &runtimeapi.ExecSyncRequest{ContainerId: c1, Cmd: []string{"echo", "new"}, Timeout: 10}); err != nil || string(res.Stdout) != "new\n" {
 		t.Errorf("ExecSync in the new pod: %+v %v", res, err)
 	}
@@ -191,6 +202,28 @@ func TestUpgradeInPlace(t *testing.T) {
 		waitGone(t, pid, fmt.Sprintf("pod %s's old monitor", pod))
 	}
 	framework.CheckHost(t, before)
+}
+
+// checkKinds: the old pods keep the Go monitor; the new pod has the kind
+// the run asks for (the Go monitor by default).
+func checkKinds(t *testing.T, e *framework.PodEnv, old []string, new string) {
+	t.Helper()
+	comm := func(pod string) string {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", framework.MonitorOf(t, pod, pausePid(t, e, pod))))
+		return strings.TrimSpace(string(b))
+	}
+	for _, pod := range old {
+		if got := comm(pod); got != "berth-monitor" {
+			t.Errorf("old pod %s's own process is %q, want berth-monitor", pod, got)
+		}
+	}
+	want := "berth-monitor"
+	if os.Getenv(framework.EnvPodProcess) == "podproc" {
+		want = "berth-podproc"
+	}
+	if got := comm(new); got != want {
+		t.Errorf("new pod %s's own process is %q, want %s", new, got, want)
+	}
 }
 
 func pausePid(t *testing.T, e *framework.PodEnv, pod string) int {
