@@ -66,6 +66,15 @@ func validatePodSandboxConfig(cfg *runtimeapi.PodSandboxConfig) error {
 	case md.GetUid() == "":
 		return invalidf("config.metadata.uid is required")
 	}
+	// The metadata reaches CNI plugins as CNI_ARGS, "K=V;K=V" in their
+	// environment: a ";" or "=" would add an argument of the pod's choosing
+	// (host-local's IP=, another pod's address), a NUL fails every exec of
+	// a plugin, DEL included, and the pod could never be removed.
+	for field, v := range map[string]string{"name": md.GetName(), "namespace": md.GetNamespace(), "uid": md.GetUid()} {
+		if i := strings.IndexFunc(v, func(r rune) bool { return r < ' ' || r == 0x7f || r == ';' || r == '=' }); i >= 0 {
+			return invalidf("config.metadata.%s: %q holds %q, which the pod's CNI arguments cannot carry", field, v, v[i])
+		}
+	}
 	// The CRI: "run_as_group should only be specified when run_as_user is
 	// specified; otherwise, the runtime MUST error."
 	if sc := cfg.GetLinux().GetSecurityContext(); sc.GetRunAsGroup() != nil && sc.GetRunAsUser() == nil {
