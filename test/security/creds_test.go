@@ -98,7 +98,9 @@ func TestContainerd_CVE_2020_15157_CredentialLeak(t *testing.T) {
 // advisories followed archives' symlinks and tags). berth has no
 // checkpoint or restore: CheckpointContainer must say so, and an image
 // reference that is a path to a checkpoint archive on the host must be
-// refused as a reference, never opened.
+// refused as a reference, never opened. The day berth restores
+// checkpoints this test fails on purpose: it must then try the attack
+// itself, an archive whose mounts name host paths the pod never had.
 func TestCRIO_CVE_2024_8676_CheckpointRestore(t *testing.T) {
 	e := newEnv(t)
 	victim := newVictim(t)
