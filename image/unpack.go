@@ -46,8 +46,12 @@ func applyTarSync(ctx context.Context, log *slog.Logger, r io.Reader, root strin
 	if err != nil {
 		return fmt.Errorf("open layer root: %w", err)
 	}
-	a := &applier{log: log, root: rootFD, lastFD: -1, buf: make([]byte, 128<<10), sync: sync, writeback: writeback}
+	a := &applier{log: log, root: rootFD, lastFD: -1, buf: make([]byte, 128<<10), sync: sync, writeback: writeback, free: -1}
 	defer a.close()
+	var st unix.Statfs_t
+	if unix.Fstatfs(rootFD, &st) == nil {
+		a.free = int64(st.Bavail) * int64(st.Bsize)
+	}
 
 	tr := tar.NewReader(r)
 	for {
@@ -83,6 +87,14 @@ type applier struct {
 	lastFD  int
 
 	dirs []dirMeta // directory times are set last: creating children changes them
+
+	// free is what the layer's filesystem had left at the start, less
+	// the files written since (-1: unknown). A file claiming more is
+	// refused before a byte of it is written: a sparse entry that is all
+	// hole takes a few bytes of layer and any size once written (Go's tar
+	// reader hands holes out as zeros), so one pull could fill the node's
+	// disk.
+	free int64
 }
 
 type dirMeta struct {
@@ -259,6 +271,12 @@ func (a *applier) apply(hdr *tar.Header, r io.Reader) error {
 		return nil
 
 	case tar.TypeReg, tar.TypeRegA, tar.TypeGNUSparse:
+		if a.free >= 0 {
+			if hdr.Size > a.free {
+				return fmt.Errorf("it claims %d bytes, more than the %d left on the layer store's filesystem: %w", hdr.Size, a.free, unix.ENOSPC)
+			}
+			a.free -= hdr.Size
+		}
 		fd, err := unix.Openat(pfd, base, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		if err != nil {
 			return fmt.Errorf("create file: %w", err)

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -511,4 +512,142 @@ func TestContainerd_PullBombs(t *testing.T) {
 		}
 		break
 	}
+}
+
+// ustarBlock is a ustar header block, written by hand: Go's tar writer
+// will not write the GNU sparse records a tar bomb needs.
+func ustarBlock(name string, typ byte, size int64) []byte {
+	b := make([]byte, 512)
+	copy(b[0:], name)
+	copy(b[100:], "0000644\x00")
+	copy(b[108:], "0000000\x00")
+	copy(b[116:], "0000000\x00")
+	copy(b[124:], fmt.Sprintf("%011o\x00", size))
+	copy(b[136:], "14533713400\x00")
+	copy(b[148:], "        ")
+	b[156] = typ
+	copy(b[257:], "ustar\x0000")
+	var sum int64
+	for _, c := range b {
+		sum += int64(c)
+	}
+	copy(b[148:], fmt.Sprintf("%06o\x00 ", sum))
+	return b
+}
+
+func padBlock(b []byte) []byte {
+	if r := len(b) % 512; r != 0 {
+		b = append(b, make([]byte, 512-r)...)
+	}
+	return b
+}
+
+// paxRecord is "LEN KEY=VALUE\n", LEN counting itself.
+func paxRecord(k, v string) string {
+	rec := " " + k + "=" + v + "\n"
+	n := len(rec) + 1
+	for len(fmt.Sprint(n))+len(rec) != n {
+		n = len(fmt.Sprint(n)) + len(rec)
+	}
+	return fmt.Sprint(n) + rec
+}
+
+// sparseBomb is a tar of one file of realsize bytes that are all hole
+// (PAX GNU sparse 1.0, an empty map): some 3 KiB for any size.
+func sparseBomb(name string, realsize int64) []byte {
+	var pax string
+	for _, kv := range [][2]string{{"GNU.sparse.major", "1"}, {"GNU.sparse.minor", "0"}, {"GNU.sparse.name", name}, {"GNU.sparse.realsize", fmt.Sprint(realsize)}} {
+		pax += paxRecord(kv[0], kv[1])
+	}
+	out := ustarBlock("PaxHeaders/"+name, 'x', int64(len(pax)))
+	out = append(out, padBlock([]byte(pax))...)
+	out = append(out, ustarBlock("GNUSparseFile.0/"+name, '0', 512)...)
+	out = append(out, padBlock([]byte("0\n"))...)
+	return append(out, make([]byte, 1024)...)
+}
+
+// rawLayer is a gzipped layer of a tar written by hand.
+func rawLayer(t *testing.T, tarball []byte) v1.Layer {
+	t.Helper()
+	l, err := tarballLayer(tarball)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// TestTarBombs: a layer of a few KiB whose tar claims a file larger than
+// the node's disk, as a sparse file that is all hole (Go's tar reader
+// hands its holes out as zeros, which a writer then stores) or as a
+// header whose data is not there. Decompression bombs are
+// TestContainerd_PullBombs' inflate case. The pull must fail at once,
+// naming the entry, without writing the claimed bytes: the test stops
+// berth if the disk under its root loses 2 GiB.
+func TestTarBombs(t *testing.T) {
+	e := newEnv(t)
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(e.D.Root, &st); err != nil {
+		t.Fatal(err)
+	}
+	free := int64(st.Bavail) * st.Bsize
+	for _, c := range []struct {
+		name string
+		tar  []byte
+	}{
+		{"sparse file four times the free disk", sparseBomb("bomb", 4*free)},
+		// 4 GiB, near the most an 11-digit octal size field holds.
+		{"header claiming 4 GiB with no data", append(ustarBlock("bomb", '0', 4<<30), make([]byte, 4096)...)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ref := e.push("tarbomb", image(t, nil, nil, rawLayer(t, c.tar)))
+			start := time.Now()
+			err := guardDisk(t, e, 2<<30, func() error { return e.pull(ref) })
+			t.Logf("%v after %s", err, time.Since(start).Round(time.Millisecond))
+			if err == nil {
+				t.Errorf("the pull was accepted")
+				e.D.Image.RemoveImage(framework.Ctx(t), &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
+			} else if !strings.Contains(err.Error(), "bomb") {
+				t.Errorf("the error does not name the entry: %v", err)
+			}
+			if took := time.Since(start); took > 20*time.Second {
+				t.Errorf("the pull took %s", took)
+			}
+		})
+	}
+}
+
+// guardDisk runs pull and kills berth if the filesystem under its root
+// loses more than max bytes meanwhile: the machine is shared.
+func guardDisk(t *testing.T, e *env, max int64, pull func() error) error {
+	t.Helper()
+	freeNow := func() int64 {
+		var st syscall.Statfs_t
+		syscall.Statfs(e.D.Root, &st)
+		return int64(st.Bavail) * st.Bsize
+	}
+	before := freeNow()
+	done := make(chan struct{})
+	killed := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			if before-freeNow() > max {
+				syscall.Kill(e.D.PID, syscall.SIGKILL)
+				close(killed)
+				return
+			}
+		}
+	}()
+	err := pull()
+	close(done)
+	select {
+	case <-killed:
+		t.Fatalf("berth wrote more than %d MiB for the bomb and was killed (%v)", max>>20, err)
+	default:
+	}
+	return err
 }

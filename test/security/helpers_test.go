@@ -465,3 +465,9 @@ func (e *env) info(id string) ctrInfo {
 }
 
 func newSHA() hash.Hash { return sha256.New() }
+
+// tarballLayer is a gzipped layer of raw tar bytes.
+func tarballLayer(b []byte) (v1.Layer, error) {
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil },
+		tarball.WithCompressedCaching)
+}
