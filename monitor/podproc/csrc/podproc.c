@@ -949,20 +949,12 @@ static void job_done(struct job *j)
 		p->state = PP_S_CREATED;
 		p->cgroup = memcg != NULL ? strdup(memcg) : NULL;
 		oom_watch(p);
-		if (j->plain) { /* its cgroups, for plain_destroy */
-			size_t len = 1;
+		/* Its cgroups, for plain_destroy, each "cgroup DIR" line as
+		 * "DIR\n": the result's size bounds them. */
+		if (j->plain && (p->cgdirs = calloc(1, j->n + 1)) != NULL)
 			for (size_t i = 0; i < j->n; i += strlen(j->res + i) + 1)
 				if (strncmp(j->res + i, "cgroup ", 7) == 0)
-					len += strlen(j->res + i) - 6;
-			if ((p->cgdirs = malloc(len)) != NULL) {
-				p->cgdirs[0] = 0;
-				for (size_t i = 0; i < j->n; i += strlen(j->res + i) + 1)
-					if (strncmp(j->res + i, "cgroup ", 7) == 0) {
-						strcat(p->cgdirs, j->res + i + 7);
-						strcat(p->cgdirs, "\n");
-					}
-			}
-		}
+					strcat(strcat(p->cgdirs, j->res + i + 7), "\n");
 		if (master >= 0) {
 			fcntl(master, F_SETFL, O_NONBLOCK);
 			p->out[0] = (struct pipe_ev){EV_PIPE, master, 1, p};
