@@ -2,6 +2,7 @@ package image
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -287,6 +288,9 @@ func (a *applier) apply(hdr *tar.Header, r io.Reader) error {
 		if _, err := io.CopyBuffer(fw, r, a.buf); err != nil {
 			return fmt.Errorf("write file: %w", err)
 		}
+		if err := fw.close(); err != nil {
+			return fmt.Errorf("write file: %w", err)
+		}
 		if a.writeback && fw.written > fw.started {
 			startWriteback(fd, fw.started, fw.written-fw.started)
 		}
@@ -349,15 +353,47 @@ func (a *applier) apply(hdr *tar.Header, r io.Reader) error {
 // fileWriter hides os.File's ReadFrom, which would bypass CopyBuffer's
 // buffer and read the tar stream in small pieces. With writeback, a large
 // file's bytes start for the disk while the rest is written.
+//
+// Runs of zeros are skipped, not written: the file gets holes there. A
+// sparse entry of the tar (Go's reader hands its holes out as zeros)
+// then costs no disk for its holes, nor does any file of zeros.
 type fileWriter struct {
 	f         *os.File
 	fd        int
 	writeback bool
 	written   int64
 	started   int64 // bytes whose writeback has been started
+	hole      bool  // the file ends in a hole: its size is set at close
+}
+
+// zeros is what a run of zeros is compared with.
+var zeros [128 << 10]byte
+
+// minHole is the shortest run of zeros left as a hole: a filesystem
+// block.
+const minHole = 4 << 10
+
+func allZero(p []byte) bool {
+	for len(p) > 0 {
+		n := min(len(p), len(zeros))
+		if !bytes.Equal(p[:n], zeros[:n]) {
+			return false
+		}
+		p = p[n:]
+	}
+	return true
 }
 
 func (w *fileWriter) Write(p []byte) (int, error) {
+	if len(p) >= minHole && allZero(p) {
+		if _, err := w.f.Seek(int64(len(p)), io.SeekCurrent); err != nil {
+			return 0, err
+		}
+		w.written += int64(len(p))
+		w.hole = true
+		return len(p), nil
+	}
+	w.hole = false
 	n, err := w.f.Write(p)
 	w.written += int64(n)
 	if w.writeback && w.written-w.started >= writeback {
@@ -365,6 +401,14 @@ func (w *fileWriter) Write(p []byte) (int, error) {
 		w.started = w.written
 	}
 	return n, err
+}
+
+// close gives a file that ends in a hole its size.
+func (w *fileWriter) close() error {
+	if w.hole {
+		return unix.Ftruncate(w.fd, w.written)
+	}
+	return nil
 }
 
 // setMeta applies ownership, mode and xattrs. With an empty base, fd is
