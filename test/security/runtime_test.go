@@ -30,14 +30,21 @@ func TestRunc_CVE_2019_5736_RuntimeBinaryFromInside(t *testing.T) {
 	e := newEnv(t)
 	bin := framework.Binary(t)
 	binaries := []string{bin}
-	for _, n := range []string{"berth-spawn", "berth-monitor", "berth-podproc"} {
+	for _, n := range []string{"berth-spawn", "berth-monitor", "berth-podproc", "berth-pause"} {
 		if _, err := os.Stat(filepath.Join(filepath.Dir(bin), n)); err == nil {
 			binaries = append(binaries, filepath.Join(filepath.Dir(bin), n))
 		}
 	}
 	hashes := map[string]string{}
+	var ids []string
 	for _, b := range binaries {
 		hashes[b] = fileHash(t, b)
+		fi, err := os.Stat(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		ids = append(ids, fmt.Sprintf("%d:%d", st.Dev, st.Ino))
 	}
 	img := e.push("attacker", image(t, e.busybox(), nil, layer(t, entry{name: "attacker", typ: '0', body: string(buildAttacker(t)), mode: 0o755})))
 	e.mustPull(img)
@@ -45,7 +52,7 @@ func TestRunc_CVE_2019_5736_RuntimeBinaryFromInside(t *testing.T) {
 	pod, podCfg := e.RunPodWith("cve-2019-5736", func(c *runtimeapi.PodSandboxConfig) {
 		c.Linux.SecurityContext = &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_POD}}
 	})
-	attacker := e.mustStart(pod, podCfg, e.ctr("attacker", img, "/attacker", "8s"))
+	attacker := e.mustStart(pod, podCfg, e.ctr("attacker", img, append([]string{"/attacker", "8s"}, ids...)...))
 	// Execs into the attacker's container, and new containers in its PID
 	// namespace, while it watches.
 	deadline := time.Now().Add(6 * time.Second)
@@ -62,8 +69,8 @@ func TestRunc_CVE_2019_5736_RuntimeBinaryFromInside(t *testing.T) {
 	}
 	log := readLog(t, filepath.Join(podCfg.LogDirectory, "attacker.log"))
 	t.Logf("attacker: %s", strings.TrimSpace(log))
-	if strings.Contains(log, "WRITABLE") {
-		t.Errorf("the container opened a binary of the runtime for writing:\n%s", log)
+	if strings.Contains(log, "RUNTIME") || strings.Contains(log, "WRITABLE") {
+		t.Errorf("the container opened a binary of the runtime:\n%s", log)
 	}
 	if !regexp.MustCompile(`fresh [1-9]`).MatchString(log) {
 		t.Errorf("the attacker saw no process enter its PID namespace: the test proved nothing:\n%s", log)
@@ -232,5 +239,37 @@ func checkFDs(t *testing.T, what, listing string) {
 			continue
 		}
 		t.Errorf("%s holds descriptor %s: %s", what, fd, target)
+	}
+}
+
+// TestRuntimeHelpers_PauseFromInside: the class of runc CVE-2019-5736
+// and CVE-2024-21626 is a runtime's own process reached from inside a
+// container. berth's built-in pause is PID 1 of the pod's PID namespace,
+// which the pod's containers share when the kubelet asks
+// (shareProcessNamespace) and by the CRI's default. A container there
+// granted CAP_SYS_PTRACE (a debugging sidecar's usual grant) may open
+// /proc/1/root: that must be pause's own empty root, not the host's,
+// whatever the pod process. Tried with both pod processes.
+func TestRuntimeHelpers_PauseFromInside(t *testing.T) {
+	for _, kind := range podProcessKinds(t) {
+		t.Run(kind, func(t *testing.T) {
+			e := newEnv(t, framework.WithArgs("--pod-process", kind))
+			victim := newVictim(t)
+			pod, podCfg := e.RunPod("pause-from-inside")
+			c := e.ctr("debugger", "")
+			c.Linux = &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
+				Capabilities:     &runtimeapi.Capability{AddCapabilities: []string{"SYS_PTRACE"}},
+				NamespaceOptions: &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_POD},
+			}}
+			id := e.mustStart(pod, podCfg, c)
+			pause := nsInit(t, e.info(id).Pid)
+			hostMnt, _ := os.Readlink("/proc/self/ns/mnt")
+			pauseMnt, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pause))
+			out, _, _ := e.exec(id, "cat /proc/1/root"+victim.Dir+"/victim 2>&1; ls /proc/1/root/ 2>&1 | head -3")
+			escaped := strings.Contains(out, "victim\n")
+			if pauseMnt == hostMnt || escaped {
+				knownGap(t, fmt.Sprintf("pause runs in the host's mount namespace (%s): a container with SYS_PTRACE in its PID namespace reads the host's files through /proc/1/root (%q)", pauseMnt, out))
+			}
+		})
 	}
 }

@@ -4,10 +4,13 @@
 // each runs from, then to reopen it for writing once the process is gone,
 // as the published exploit did. It only opens; it never writes.
 //
-// A binary of the container's own (same device as its root) is skipped:
-// the container may write its own files. Anything else that opens for
-// writing is the runtime's binary reachable from inside, and is printed
-// as "WRITABLE". The last line counts what it saw.
+// Its arguments after the duration are the runtime's binaries as
+// DEV:INO (the host's numbers, which fstat inside reports alike). Any
+// process whose binary is one of them and can be opened is printed as
+// "RUNTIME"; one that then reopens for writing as "WRITABLE". A binary
+// of another container of the pod (a shared PID namespace lets the pod's
+// containers reach each other's files, by design) is only counted. The
+// last line counts what it saw.
 package main
 
 import (
@@ -47,51 +50,67 @@ func main() {
 		fmt.Println(err)
 		os.Exit(2)
 	}
-	self := os.Getpid()
-	seen := map[int]bool{}
-	for _, p := range pids() {
-		seen[p] = true
+	runtime := map[string]bool{}
+	for _, a := range os.Args[2:] {
+		runtime[a] = true
 	}
-	var fresh, denied, own, foreign, writable int
+	self := os.Getpid()
+	seen := map[int]bool{self: true}
+	var fresh, denied, own, others, reached, writable int
+	// try opens pid's binary, and reopens the runtime's for writing.
+	try := func(p int) {
+		f, err := os.Open(fmt.Sprintf("/proc/%d/exe", p))
+		if err != nil {
+			if errors.Is(err, fs.ErrPermission) {
+				denied++
+			}
+			return
+		}
+		defer f.Close()
+		var st syscall.Stat_t
+		if syscall.Fstat(int(f.Fd()), &st) != nil || st.Dev == root.Dev {
+			own++
+			return
+		}
+		if !runtime[fmt.Sprintf("%d:%d", st.Dev, st.Ino)] {
+			others++
+			return
+		}
+		reached++
+		fmt.Printf("RUNTIME pid %d dev %d ino %d\n", p, st.Dev, st.Ino)
+		// The exploit's second step: the binary is busy while the
+		// runtime runs it; once it exits, the open handle is reopened
+		// for writing through /proc/self/fd.
+		for i := 0; i < 100; i++ {
+			w, err := os.OpenFile(fmt.Sprintf("/proc/self/fd/%d", f.Fd()), os.O_WRONLY, 0)
+			if err == nil {
+				fmt.Printf("WRITABLE pid %d dev %d ino %d\n", p, st.Dev, st.Ino)
+				writable++
+				w.Close()
+				return
+			}
+			if !errors.Is(err, syscall.ETXTBSY) {
+				return
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	// What runs already (pause, as PID 1 of a shared PID namespace).
+	for _, p := range pids() {
+		if !seen[p] {
+			seen[p] = true
+			try(p)
+		}
+	}
 	for deadline := time.Now().Add(dur); time.Now().Before(deadline); {
 		for _, p := range pids() {
-			if seen[p] || p == self {
+			if seen[p] {
 				continue
 			}
 			seen[p] = true
 			fresh++
-			f, err := os.Open(fmt.Sprintf("/proc/%d/exe", p))
-			if err != nil {
-				if errors.Is(err, fs.ErrPermission) {
-					denied++
-				}
-				continue
-			}
-			var st syscall.Stat_t
-			if syscall.Fstat(int(f.Fd()), &st) != nil || st.Dev == root.Dev {
-				own++
-				f.Close()
-				continue
-			}
-			foreign++
-			// The exploit's second step: the binary is busy while the
-			// runtime runs it; once it exits, the open handle is reopened
-			// for writing through /proc/self/fd.
-			for i := 0; i < 100; i++ {
-				w, err := os.OpenFile(fmt.Sprintf("/proc/self/fd/%d", f.Fd()), os.O_WRONLY, 0)
-				if err == nil {
-					fmt.Printf("WRITABLE pid %d dev %d ino %d\n", p, st.Dev, st.Ino)
-					writable++
-					w.Close()
-					break
-				}
-				if !errors.Is(err, syscall.ETXTBSY) {
-					break
-				}
-				time.Sleep(2 * time.Millisecond)
-			}
-			f.Close()
+			try(p)
 		}
 	}
-	fmt.Printf("fresh %d denied %d own %d foreign %d writable %d\n", fresh, denied, own, foreign, writable)
+	fmt.Printf("fresh %d denied %d own %d others %d runtime %d writable %d\n", fresh, denied, own, others, reached, writable)
 }
