@@ -664,3 +664,36 @@ func guardDisk(t *testing.T, e *env, max int64, pull func() error) error {
 	}
 	return err
 }
+
+// TestCRIO_CVE_2019_14891_PodProcessOOM: CRI-O's conmon shared the
+// container's memory cgroup, so a container reaching its limit could
+// have the OOM killer take conmon, and with it the container's exit
+// code and logs. A container allocating far past its limit must be the
+// one killed: its pod process lives on, reports OOMKilled, keeps the
+// log, and the pod still runs containers.
+func TestCRIO_CVE_2019_14891_PodProcessOOM(t *testing.T) {
+	for _, kind := range podProcessKinds(t) {
+		t.Run(kind, func(t *testing.T) {
+			e := newEnv(t, framework.WithArgs("--pod-process", kind))
+			pod, podCfg := e.RunPod("cve-2019-14891")
+			before := podProcesses(e)
+			c := e.ctr("hog", "", "sh", "-c", "echo start; dd if=/dev/zero of=/dev/null bs=256M count=1; exit 3")
+			c.Linux = &runtimeapi.LinuxContainerConfig{Resources: &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 32 << 20}}
+			id := e.mustStart(pod, podCfg, c)
+			st := e.WaitExit(id, 30*time.Second)
+			if st.Reason != "OOMKilled" || st.ExitCode != 3 {
+				t.Errorf("the hog exited %d, reason %q; want 3 (its shell's), OOMKilled", st.ExitCode, st.Reason)
+			}
+			if after := podProcesses(e); fmt.Sprint(after) != fmt.Sprint(before) {
+				t.Errorf("pod processes %v, before %v", after, before)
+			}
+			if log := readLog(t, filepath.Join(podCfg.LogDirectory, c.LogPath)); !strings.Contains(log, "start") {
+				t.Errorf("the hog's log lost its output: %q", log)
+			}
+			next := e.mustStart(pod, podCfg, e.ctr("next", ""))
+			if out := e.sh(next, "echo alive"); out != "alive" {
+				t.Errorf("the pod's next container answers %q", out)
+			}
+		})
+	}
+}
