@@ -337,8 +337,12 @@ func waitPidfd(f *os.File) error {
 }
 
 // shutdownTries bounds how often a pod's stop asks its process to exit
-// while containers made during the stop keep it.
-const shutdownTries = 3
+// while something made during the stop keeps it, shutdownBackoff times
+// the try apart (0.1 s, 0.2 s, ...: 1 s in all).
+const (
+	shutdownTries   = 5
+	shutdownBackoff = 100 * time.Millisecond
+)
 
 // Stop lets the pod's process exit once pause and every container have
 // exited and their exits are recorded. stopContainers stops a container
@@ -363,6 +367,16 @@ func (s *Set) Stop(ctx context.Context, podID string, stopContainers func(contex
 		if serr := stopContainers(ctx); serr != nil {
 			return fmt.Errorf("pod %s: stop monitor: %w (stopping a container made meanwhile: %v)", podID, err, serr)
 		}
+		// What keeps it may also be the pod's infra container, whose
+		// create a crashed berth left running in the pod's process (its
+		// kill above came before it existed), or the destroy after a
+		// create that failed, which ends by itself: both get a moment.
+		select {
+		case <-time.After(time.Duration(try) * shutdownBackoff):
+		case <-ctx.Done():
+			return fmt.Errorf("pod %s: stop monitor: %w", podID, ctx.Err())
+		}
+		p.client.Signal(ctx, podID, syscall.SIGKILL)
 		err = p.client.Shutdown(ctx)
 	}
 	if err != nil && !errors.Is(err, monitor.ErrUnreachable) {
