@@ -159,7 +159,10 @@ const DefaultAppArmorProfile = "berth-default"
 func (b *builder) apparmor(s *specs.Spec) error {
 	const field = "linux.security_context.apparmor"
 	prof := b.sc.GetApparmor()
-	typ, ref := prof.GetProfileType(), prof.GetLocalhostRef()
+	// The field's reference names the profile; callers that knew the
+	// annotation's form (critest among them) still send "localhost/NAME",
+	// and containerd and CRI-O take both.
+	typ, ref := prof.GetProfileType(), strings.TrimPrefix(prof.GetLocalhostRef(), "localhost/")
 	if prof == nil {
 		switch legacy := b.sc.GetApparmorProfile(); {
 		case legacy == "" || legacy == "unconfined":

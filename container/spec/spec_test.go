@@ -700,6 +700,22 @@ func TestBuild(t *testing.T) {
 				t.Errorf("apparmor %q", s.Process.ApparmorProfile)
 			}
 		}},
+		{name: "apparmor localhost by name", mod: func(in *Input) {
+			in.Host = fakeHost{apparmor: true}
+			sc(in).Apparmor = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: "deny-write"}
+		}, check: func(t *testing.T, s *specs.Spec) {
+			if s.Process.ApparmorProfile != "deny-write" {
+				t.Errorf("apparmor %q, want deny-write", s.Process.ApparmorProfile)
+			}
+		}},
+		{name: "apparmor localhost in the annotation's form", mod: func(in *Input) {
+			in.Host = fakeHost{apparmor: true}
+			sc(in).Apparmor = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: "localhost/deny-write"}
+		}, check: func(t *testing.T, s *specs.Spec) {
+			if s.Process.ApparmorProfile != "deny-write" {
+				t.Errorf("apparmor %q, want deny-write", s.Process.ApparmorProfile)
+			}
+		}},
 		{name: "bad env key", mod: func(in *Input) { in.Config.Envs = []*runtimeapi.KeyValue{{Key: "A=B"}} }, invalid: "envs[0].key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
