@@ -6,7 +6,7 @@
 // older BERTH_PAUSE_SPEC environment, it is the Go pause.Main.
 package main
 
-// #cgo CFLAGS: -Os -Wall -Wextra
+// #cgo CFLAGS: -Os -Wall -Wextra -Werror
 import "C"
 
 import (

@@ -248,8 +248,10 @@ func checkFDs(t *testing.T, what, listing string) {
 // which the pod's containers share when the kubelet asks
 // (shareProcessNamespace) and by the CRI's default. A container there
 // granted CAP_SYS_PTRACE (a debugging sidecar's usual grant) may open
-// /proc/1/root: that must be pause's own empty root, not the host's,
-// whatever the pod process. Tried with both pod processes.
+// /proc/1/root, /proc/1/cwd, each thread's, and /proc/1/fd: they must
+// reach pause's own empty root, in a mount namespace of its own, and no
+// host file; and pause must hold no capability, in any set of any
+// thread, whatever the pod process. Tried with both pod processes.
 func TestRuntimeHelpers_PauseFromInside(t *testing.T) {
 	for _, kind := range podProcessKinds(t) {
 		t.Run(kind, func(t *testing.T) {
@@ -264,11 +266,70 @@ func TestRuntimeHelpers_PauseFromInside(t *testing.T) {
 			id := e.mustStart(pod, podCfg, c)
 			pause := nsInit(t, e.info(id).Pid)
 			hostMnt, _ := os.Readlink("/proc/self/ns/mnt")
-			pauseMnt, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pause))
-			out, _, _ := e.exec(id, "cat /proc/1/root"+victim.Dir+"/victim 2>&1; ls /proc/1/root/ 2>&1 | head -3")
-			escaped := strings.Contains(out, "victim\n")
-			if pauseMnt == hostMnt || escaped {
-				knownGap(t, fmt.Sprintf("pause runs in the host's mount namespace (%s): a container with SYS_PTRACE in its PID namespace reads the host's files through /proc/1/root (%q)", pauseMnt, out))
+			if pauseMnt, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pause)); pauseMnt == hostMnt {
+				t.Errorf("pause %d runs in the host's mount namespace (%s)", pause, pauseMnt)
+			}
+			// Each directory listed on a line of its own: empty, and
+			// reached (an error would prove nothing).
+			out, _, _ := e.exec(id, `for p in /proc/1/root/ /proc/1/root/.. /proc/1/cwd/ /proc/1/task/*/root/ /proc/1/task/*/cwd/; do echo "$p: $(ls -A "$p" 2>&1 | tr '\n' ' ')"; done; `+
+				`cat /proc/1/root`+victim.Dir+`/victim /proc/1/root/..`+victim.Dir+`/victim /proc/1/cwd/..`+victim.Dir+`/victim 2>/dev/null; true`)
+			t.Logf("from inside:\n%s", out)
+			if strings.Contains(out, "victim\n") {
+				t.Errorf("the container read the host's file %s/victim through pause", victim.Dir)
+			}
+			n := 0
+			for _, line := range strings.Split(out, "\n") {
+				if path, listing, ok := strings.Cut(line, ":"); ok && strings.HasPrefix(path, "/proc/1/") {
+					n++
+					if strings.TrimSpace(listing) != "" {
+						t.Errorf("%s lists %q: want pause's empty root", path, listing)
+					}
+				}
+			}
+			if n < 5 {
+				t.Errorf("listed %d of pause's directories, want 5 or more:\n%s", n, out)
+			}
+			// What a container may reach through /proc/1/fd: nothing but
+			// stdio and the runtime's anonymous inodes.
+			fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pause))
+			for _, fd := range fds {
+				target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pause, fd.Name()))
+				t.Logf("pause's descriptor %s: %s", fd.Name(), target)
+				switch {
+				case fd.Name() == "0" || fd.Name() == "1" || fd.Name() == "2":
+				case !strings.HasPrefix(target, "anon_inode:"):
+					t.Errorf("pause holds descriptor %s: %s", fd.Name(), target)
+				}
+			}
+			tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pause))
+			if len(tasks) == 0 {
+				t.Fatalf("no threads of pause %d", pause)
+			}
+			for _, task := range tasks {
+				b, err := os.ReadFile(task)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, line := range strings.Split(string(b), "\n") {
+					f := strings.Fields(line)
+					if len(f) < 2 {
+						continue
+					}
+					switch f[0] {
+					case "CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:":
+						if strings.Trim(f[1], "0") != "" {
+							t.Errorf("%s: %s %s, want no capability", task, f[0], f[1])
+						}
+					case "NoNewPrivs:":
+						if f[1] != "1" {
+							t.Errorf("%s: NoNewPrivs %s", task, f[1])
+						}
+					case "Uid:", "Gid:":
+						if strings.Join(f[1:], " ") != "65535 65535 65535 65535" {
+							t.Errorf("%s: %s", task, line)
+						}
+					}
+				}
 			}
 		})
 	}
