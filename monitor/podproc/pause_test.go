@@ -299,7 +299,9 @@ func TestPauseInUserNamespace(t *testing.T) {
 		t.Fatalf("uid_map %q", m)
 	}
 	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if !strings.Contains(string(status), "\nUid:\t1000000\t1000000\t1000000\t1000000\n") {
+	// RUN made it root of its user namespace (host 1000000); pause, once
+	// set up, makes itself 65535 there, which only that root may do.
+	if !strings.Contains(string(status), "\nUid:\t1065535\t1065535\t1065535\t1065535\n") {
 		t.Fatalf("pause's ids on the host:\n%s", status)
 	}
 	for _, ns := range []string{"user", "net", "pid"} {
