@@ -18,6 +18,7 @@ import (
 type berth struct {
 	bin, work, cniBinDir, registry string
 	cgroupDriver                   string // empty: berth's default
+	podProcess                     string // empty: berth's default
 
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the daemon has exited
@@ -47,6 +48,9 @@ func (b *berth) config() string {
 	fmt.Fprintf(&c, "address = %q\nroot = %q\nstate = %q\nlog_level = \"info\"\n", b.socket(), filepath.Join(b.work, "root"), b.stateDir())
 	if b.cgroupDriver != "" {
 		fmt.Fprintf(&c, "cgroup_driver = %q\n", b.cgroupDriver)
+	}
+	if b.podProcess != "" {
+		fmt.Fprintf(&c, "pod_process = %q\n", b.podProcess)
 	}
 	c.WriteString("\n")
 	fmt.Fprintf(&c, "[cni]\nconf_dir = %q\nbin_dirs = [%q]\ndefault_network = true\ndefault_bridge = %q\ndefault_subnet = %q\n\n", filepath.Join(b.work, "cni"), b.cniBinDir, bridge, subnet)

@@ -14,7 +14,8 @@
 // Logs of the last run: $BERTH_OUTPUT/critest/{critest.log,berth.log,config.toml};
 // BERTH_CRITEST_VERBOSE=1 streams critest's output too.
 // BERTH_CRITEST_CGROUP_DRIVER=systemd runs the runtime with the systemd cgroup
-// driver. BERTH_CRITEST_RUNTIME=containerd runs the same suite, mirrors,
+// driver; BERTH_CRITEST_POD_PROCESS=podproc gives berth's pods the C pod
+// process. BERTH_CRITEST_RUNTIME=containerd runs the same suite, mirrors,
 // bridge, subnet and host checks against containerd (BERTH_CONTAINERD_DIR
 // and BERTH_RUNC, as hack/install-containerd builds them) instead of berth.
 package main

@@ -31,7 +31,7 @@ func newRuntime(e env, work string) runtime {
 	if e.runtime == "containerd" {
 		return &containerd{dir: e.containerdDir, runc: e.runc, work: work, cniBinDir: e.cniBinDir, registry: e.registry, cgroupDriver: e.cgroupDriver}
 	}
-	return &berth{bin: e.berth, work: work, cniBinDir: e.cniBinDir, registry: e.registry, cgroupDriver: e.cgroupDriver}
+	return &berth{bin: e.berth, work: work, cniBinDir: e.cniBinDir, registry: e.registry, cgroupDriver: e.cgroupDriver, podProcess: os.Getenv("BERTH_CRITEST_POD_PROCESS")}
 }
 
 var objectID = regexp.MustCompile(`[0-9a-f]{64}`)
