@@ -195,7 +195,9 @@ func hostFDs(t *testing.T, pid int) string {
 func waitExec(t *testing.T, pid int) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err != nil || !strings.Contains(string(b), "init") {
+		// An empty command line is the exec itself, half done: the
+		// runtime's descriptors are still open then.
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err != nil || len(b) > 0 && !strings.Contains(string(b), "init") {
 			return
 		}
 	}
