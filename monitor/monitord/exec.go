@@ -87,12 +87,16 @@ func (c *ctr) execSync(ctx context.Context, r *monitor.ExecRequest) (*monitor.Ex
 		st = <-waited
 	}
 	// The command's children may keep the pipes open: give them a moment,
-	// then answer with what was read.
+	// then answer with what was read, and close the read ends, so that
+	// what still writes (a background child) gets EPIPE rather than a
+	// reader for as long as it lives.
 	deadline := time.After(drainTimeout)
 	for i := 0; i < 2; i++ {
 		select {
 		case <-copied:
 		case <-deadline:
+			outR.Close()
+			errR.Close()
 			i = 2
 		}
 	}
