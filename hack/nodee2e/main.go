@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -204,7 +205,7 @@ func run(ctx context.Context, log *slog.Logger, o options) (rc int, err error) {
 	defer stopServices(ctx, log, rt.endpoint(), work)
 
 	start := time.Now()
-	res, err := runSuite(ctx, log, o, skips, &suiteEnv{work: work, endpoint: rt.endpoint(), nodeIP: nodeIP})
+	res, err := runSuite(ctx, log, o, skips, &suiteEnv{work: work, endpoint: rt.endpoint(), nodeIP: nodeIP, runtimePid: runtimePid(rt)})
 	if err != nil {
 		return 1, err
 	}
@@ -213,4 +214,20 @@ func run(ctx context.Context, log *slog.Logger, o options) (rc int, err error) {
 		return 1, nil
 	}
 	return 0, nil
+}
+
+// runtimePid is the pid of the runtime this program started, 0 for one
+// given by its endpoint.
+func runtimePid(rt runtime) int {
+	var cmd *exec.Cmd
+	switch r := rt.(type) {
+	case *berth:
+		cmd = r.cmd
+	case *containerd:
+		cmd = r.cmd
+	}
+	if cmd == nil || cmd.Process == nil {
+		return 0
+	}
+	return cmd.Process.Pid
 }

@@ -21,6 +21,7 @@ import (
 // suiteEnv is what a real run needs (nil for --dry-run).
 type suiteEnv struct {
 	work, endpoint, nodeIP string
+	runtimePid             int // 0: not known (a runtime given by its endpoint)
 }
 
 // Commands hidden from the suite where PID 1 is not systemd (this
@@ -117,9 +118,33 @@ func parseGates(s string) (map[string]bool, error) {
 // kubeletFlags are added to the suite's kubelet command line (they win
 // over its config). --system-cgroups: the suite sets /system on hosts
 // without systemd, and the kubelet then moves every process of the root
-// cgroup, the whole shared machine, into it.
-func kubeletFlags(nodeIP string) []string {
-	return []string{"--node-ip=" + nodeIP, "--cluster-domain=cluster.local", "--system-cgroups="}
+// cgroup, the whole shared machine, into it. --runtime-cgroups names the
+// runtime's cgroup where it is known (cgroup v2), as upstream's node e2e
+// jobs name containerd's unit: the Summary API reports the "runtime"
+// system container from it, and its spec expects one.
+func kubeletFlags(nodeIP, runtimeCgroup string) []string {
+	flags := []string{"--node-ip=" + nodeIP, "--cluster-domain=cluster.local", "--system-cgroups="}
+	if runtimeCgroup != "" {
+		flags = append(flags, "--runtime-cgroups="+runtimeCgroup)
+	}
+	return flags
+}
+
+// unifiedCgroup is the cgroup v2 path of a process ("" on v1 or when it
+// cannot be read).
+func unifiedCgroup(pid int) string {
+	if pid <= 0 {
+		return ""
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil || strings.Count(string(b), "\n") != 1 {
+		return ""
+	}
+	path, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "0::")
+	if !ok {
+		return ""
+	}
+	return path
 }
 
 type result struct {
@@ -201,7 +226,7 @@ func runSuite(ctx context.Context, log *slog.Logger, o options, skips []skipEntr
 			"--prepull-images=false",
 			"--node-name="+hostname,
 			"--kubelet-config-file="+cfgPath,
-			"--kubelet-flags="+strings.Join(kubeletFlags(env.nodeIP), " "),
+			"--kubelet-flags="+strings.Join(kubeletFlags(env.nodeIP, unifiedCgroup(env.runtimePid)), " "),
 			"--dns-domain=cluster.local",
 			"--report-dir="+o.out,
 			// The kubelet keeps running after the last spec, to tear its
