@@ -8,10 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
-
-	"github.com/berth-runtime/berth/test/hostcheck"
 )
 
 // berth is the daemon under test, on temp roots under work.
@@ -20,8 +17,7 @@ type berth struct {
 	cgroupDriver                   string // empty: berth's default
 	podProcess                     string // empty: berth's default
 
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the daemon has exited
+	process
 }
 
 func (b *berth) socket() string    { return filepath.Join(b.work, "berth.sock") }
@@ -79,27 +75,11 @@ func (b *berth) start(ctx context.Context, log *slog.Logger, logs string) error 
 		return err
 	}
 	defer out.Close()
-	b.cmd = exec.Command(b.bin, "--config", cfg)
-	b.cmd.Stdout, b.cmd.Stderr = out, out
-	if err := b.cmd.Start(); err != nil {
+	cmd := exec.Command(b.bin, "--config", cfg)
+	cmd.Stdout, cmd.Stderr = out, out
+	b.name = "berth"
+	if err := b.startAndWait(ctx, cmd, b.endpoint(), 30*time.Second); err != nil {
 		return err
-	}
-	b.done = make(chan struct{})
-	go func() { _ = b.cmd.Wait(); close(b.done) }()
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		select {
-		case <-b.done:
-			return fmt.Errorf("berth exited during start-up: %s", b.cmd.ProcessState)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-		if hostcheck.Ping(ctx, b.endpoint()) == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("berth did not answer on %s in 30s", b.socket())
-		}
 	}
 	version, _ := exec.Command(b.bin, "-version").Output()
 	first, _, _ := strings.Cut(string(version), "\n")
@@ -107,30 +87,5 @@ func (b *berth) start(ctx context.Context, log *slog.Logger, logs string) error 
 	return nil
 }
 
-// stop removes whatever a failed spec left (containers, then pods; not a
-// leak by itself: what a removal fails to undo is found afterwards) and
-// stops the daemon: SIGTERM, SIGKILL after 15 s. It returns 0: leftovers
-// are counted by the host check.
-func (b *berth) stop(log *slog.Logger) int {
-	if b.cmd == nil || b.cmd.Process == nil {
-		return 0
-	}
-	select {
-	case <-b.done:
-		log.Error("berth had exited before the end of the run", "state", b.cmd.ProcessState.String())
-		return 1
-	default:
-	}
-	if found, failed := hostcheck.RemovePods(context.Background(), log, b.endpoint()); found > 0 {
-		log.Info("removed what the specs left", "containers_and_pods", found, "failed", failed)
-	}
-	_ = b.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-b.done:
-	case <-time.After(15 * time.Second):
-		log.Error("berth did not stop in 15s: SIGKILL", "pid", b.cmd.Process.Pid)
-		_ = b.cmd.Process.Kill()
-		<-b.done
-	}
-	return 0
-}
+// stop removes what the specs left and stops berth (SIGKILL after 15 s).
+func (b *berth) stop(log *slog.Logger) int { return b.process.stop(log, b.endpoint(), 15*time.Second) }

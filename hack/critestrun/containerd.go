@@ -15,7 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-runtime/berth/network"
-	"github.com/berth-runtime/berth/test/hostcheck"
 )
 
 // containerd is the reference runtime (containerd and runc as
@@ -30,8 +29,7 @@ type containerd struct {
 	cgroupDriver                         string // "systemd" or cgroupfs
 
 	netns map[string]bool // /run/netns before the run
-	cmd   *exec.Cmd
-	done  chan struct{}
+	process
 }
 
 // netnsDir is where containerd pins pod network namespaces, whatever its
@@ -175,30 +173,14 @@ func (c *containerd) start(ctx context.Context, log *slog.Logger, logs string) e
 		return err
 	}
 	defer out.Close()
-	c.cmd = exec.Command(bin, "--config", cfg, "--log-level", "debug")
-	c.cmd.Stdout, c.cmd.Stderr = out, out
+	cmd := exec.Command(bin, "--config", cfg, "--log-level", "debug")
+	cmd.Stdout, cmd.Stderr = out, out
 	// The shim is found on PATH, next to containerd; runc is in the config.
-	c.cmd.Env = append(os.Environ(), "PATH="+c.dir+":"+os.Getenv("PATH"), "TMPDIR="+filepath.Join(c.root(), "tmp"))
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := c.cmd.Start(); err != nil {
+	cmd.Env = append(os.Environ(), "PATH="+c.dir+":"+os.Getenv("PATH"), "TMPDIR="+filepath.Join(c.root(), "tmp"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c.name = "containerd"
+	if err := c.startAndWait(ctx, cmd, c.endpoint(), 60*time.Second); err != nil {
 		return err
-	}
-	c.done = make(chan struct{})
-	go func() { _ = c.cmd.Wait(); close(c.done) }()
-	for deadline := time.Now().Add(60 * time.Second); ; {
-		select {
-		case <-c.done:
-			return fmt.Errorf("containerd exited during start-up: %s", c.cmd.ProcessState)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-		if hostcheck.Ping(ctx, c.endpoint()) == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("containerd did not answer on %s in 60s", c.socket())
-		}
 	}
 	version, _ := exec.Command(bin, "--version").Output()
 	log.Info("containerd started", "version", strings.TrimSpace(string(version)), "pid", c.cmd.Process.Pid, "socket", c.socket(), "registry", c.registry)
@@ -210,25 +192,11 @@ func (c *containerd) start(ctx context.Context, log *slog.Logger, logs string) e
 // command lines: the host check kills and counts them. Pod network
 // namespaces left pinned are counted and removed here.
 func (c *containerd) stop(log *slog.Logger) int {
-	if c.cmd == nil || c.done == nil {
+	if c.cmd == nil {
 		return 0
 	}
-	select {
-	case <-c.done:
-		log.Error("containerd had exited before the end of the run", "state", c.cmd.ProcessState.String())
-		return 1
-	default:
-	}
-	if found, failed := hostcheck.RemovePods(context.Background(), log, c.endpoint()); found > 0 {
-		log.Info("removed what the specs left", "containers_and_pods", found, "failed", failed)
-	}
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-	case <-time.After(20 * time.Second):
-		log.Error("containerd did not stop in 20s: SIGKILL", "pid", c.cmd.Process.Pid)
-		_ = c.cmd.Process.Kill()
-		<-c.done
+	if dead := c.process.stop(log, c.endpoint(), 20*time.Second); dead > 0 {
+		return dead
 	}
 	leaks := 0
 	for name := range netnsNames() {
