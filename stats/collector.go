@@ -80,6 +80,9 @@ type Collector struct {
 	cpu     *cpuRates
 	disk    *diskUsage
 	layerFS string
+	// devNames caches block devices' /dev names by "major:minor": the
+	// metrics label every container's I/O with them on every call.
+	devNames sync.Map
 }
 
 // New finds the cgroup hierarchies and the writable layers' filesystem.

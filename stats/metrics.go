@@ -243,7 +243,7 @@ func (c *Collector) containerMetrics(ctx context.Context, ctr Container, ns, pod
 				}
 			}
 		}
-		out = append(out, ioMetrics(metric, d.IO, ctr.Metadata.GetName(), ctr.Cgroup, ctr.Image, ctr.ID, ns, pod)...)
+		out = append(out, c.ioMetrics(metric, d.IO, ctr.Metadata.GetName(), ctr.Cgroup, ctr.Image, ctr.ID, ns, pod)...)
 	}
 	if ctr.WritableLayer != "" {
 		fs := []string{ctr.Metadata.GetName(), c.layerFS, ctr.Cgroup, ctr.Image, ctr.ID, ns, pod}
@@ -264,10 +264,10 @@ func (c *Collector) containerMetrics(ctx context.Context, ctr Container, ns, pod
 
 // ioMetrics are a container's per-device I/O counters, labelled by the
 // device's /dev path (and its numbers for blkio) as cAdvisor labels them.
-func ioMetrics(metric metricFunc, devs []DeviceIO, container, id, image, name, ns, pod string) []*runtimeapi.Metric {
+func (c *Collector) ioMetrics(metric metricFunc, devs []DeviceIO, container, id, image, name, ns, pod string) []*runtimeapi.Metric {
 	var out []*runtimeapi.Metric
 	for _, d := range devs {
-		dev := deviceName(d.Major, d.Minor)
+		dev := c.deviceName(d.Major, d.Minor)
 		fs := []string{container, dev, id, image, name, ns, pod}
 		maj, min := strconv.FormatUint(d.Major, 10), strconv.FormatUint(d.Minor, 10)
 		out = append(out,
@@ -279,4 +279,18 @@ func ioMetrics(metric metricFunc, devs []DeviceIO, container, id, image, name, n
 			metric("container_blkio_device_usage_total", d.WriteBytes, 0, container, dev, id, image, maj, min, name, ns, "Write", pod))
 	}
 	return out
+}
+
+// deviceName is deviceName of the package, read from sysfs once per
+// device.
+func (c *Collector) deviceName(major, minor uint64) string {
+	key := strconv.FormatUint(major, 10) + ":" + strconv.FormatUint(minor, 10)
+	if v, ok := c.devNames.Load(key); ok {
+		return v.(string)
+	}
+	name := deviceName(major, minor)
+	if name != "" {
+		c.devNames.Store(key, name)
+	}
+	return name
 }
