@@ -164,9 +164,10 @@ func (b *builder) items(ctx context.Context) ([]item, error) {
 	}
 	switch b.runtime {
 	case runtimeBerth:
-		// berth finds its monitor and pause next to itself, the monitor its
-		// spawn helper next to itself.
-		for _, name := range []string{"berth", "berth-monitor", "berth-spawn", "berth-pause"} {
+		// berth finds its pod processes (the C one and the Go monitor that
+		// pods made before it keep) and pause next to itself, each pod
+		// process its spawn helper next to itself.
+		for _, name := range []string{"berth", "berth-podproc", "berth-monitor", "berth-spawn", "berth-pause"} {
 			if err := bin("usr/local/bin/"+name, filepath.Join(b.berthDir, name)); err != nil {
 				return nil, err
 			}

@@ -36,7 +36,7 @@ type Config struct {
 	StreamAddress  string   `toml:"stream_address" flag:"stream-address" check:"required hostport" doc:"host:port of the streaming server (exec, attach, port-forward URLs); port 0 picks a free port. The URLs name this host, so it must be an address the kubelet reaches, not 0.0.0.0."`
 	SocketGroup    string   `toml:"socket_group" flag:"socket-group" doc:"Group name or numeric gid that owns the socket (mode 0660); empty keeps root."`
 	PauseImage     string   `toml:"pause_image" flag:"pause-image" doc:"Image run as every pod's infra (pause) container instead of the pause built into berth, e.g. registry.k8s.io/pause:3.10; pulled (through the registry mirrors) when a pod needs it and it is missing."`
-	PodProcess     string   `toml:"pod_process" flag:"pod-process" check:"oneof=monitor|podproc" doc:"The process each new pod gets as its own (parent of its containers, writer of their logs and exits): monitor, the Go monitor (berth-monitor), or podproc, the small C process (berth-podproc, installed next to berth-monitor; docs/podproc.md), not yet the default. A pod keeps the kind it was made with across restarts and upgrades."`
+	PodProcess     string   `toml:"pod_process" flag:"pod-process" check:"oneof=monitor|podproc" doc:"The process each new pod gets as its own (parent of its containers, writer of their logs and exits): monitor, the Go monitor (berth-monitor), or podproc, the small C process (berth-podproc, installed next to berth-monitor; docs/podproc.md), the default. A pod keeps the kind it was made with across restarts and upgrades."`
 	PinnedImages   []string `toml:"pinned_images" doc:"Image references (or image IDs) always reported pinned, so that the kubelet's image garbage collection never removes them, whatever their records say. pause_image is pinned too, and so is every image imported with berth images import --pinned."`
 	CNI            CNI      `toml:"cni" doc:"Pod networking with CNI plugins."`
 	EnableCDI      bool     `toml:"enable_cdi" flag:"enable-cdi" doc:"Give containers the CDI (Container Device Interface) devices their config names, in cdi_devices or in cdi.k8s.io/ annotations, as device plugins and DRA drivers hand them out; off, the names are ignored (as containerd's enable_cdi). See docs/containers.md."`
@@ -122,7 +122,7 @@ func Default() *Config {
 		Root:           "/var/lib/berth",
 		State:          "/run/berth",
 		CgroupDriver:   CgroupDriverCgroupfs,
-		PodProcess:     "monitor",
+		PodProcess:     "podproc",
 		LogLevel:       "info",
 		LogFormat:      "text",
 		MetricsAddress: "",

@@ -86,7 +86,7 @@ type AttachSession interface {
 
 // The kinds of pod process (Options.Kind, the pod_process setting).
 const (
-	KindMonitor = "monitor" // the Go monitor, the default
+	KindMonitor = "monitor" // the Go monitor, of pods made before the C one
 	KindC       = "podproc" // the C pod process
 )
 

@@ -34,8 +34,9 @@ type Options struct {
 	// RuncRoot is libcontainer's state root (the spawn helper's).
 	RuncRoot     string
 	CgroupDriver cgroup.Driver
-	// Kind is the process new pods get: KindMonitor (the default) or
-	// KindC. A pod keeps the kind it was made with.
+	// Kind is the process new pods get: KindC (berth's default,
+	// internal/config) or KindMonitor (empty). A pod keeps the kind it
+	// was made with.
 	Kind string
 	// MonitorBinary is berth-monitor (empty: next to berth);
 	// PodProcBinary is berth-podproc (empty: next to berth-monitor).

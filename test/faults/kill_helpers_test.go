@@ -205,10 +205,7 @@ func checkMountNS(t *testing.T, monitor int) {
 // the C pod process.
 func checkKind(t *testing.T, monitor int) {
 	t.Helper()
-	want := "berth-monitor"
-	if os.Getenv(framework.EnvPodProcess) == "podproc" {
-		want = "berth-podproc"
-	}
+	want := framework.PodProcessBinary()
 	if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", monitor)); strings.TrimSpace(string(comm)) != want {
 		t.Fatalf("pod process %d is %q, want %s", monitor, comm, want)
 	}

@@ -58,14 +58,12 @@ func build() (dir, path string, err error) {
 		os.RemoveAll(dir)
 		return "", "", fmt.Errorf("go build ./cmd/berth: %w\n%s", err, out)
 	}
-	// The C pod process, where a C compiler is (pod_process = "podproc").
-	if _, err := exec.LookPath("gcc"); err == nil {
-		cmd = exec.Command("make", "-s", "-C", "monitor/podproc/csrc", "OUT="+dir, filepath.Join(dir, "berth-podproc"))
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			os.RemoveAll(dir)
-			return "", "", fmt.Errorf("make berth-podproc: %w\n%s", err, out)
-		}
+	// The C pod process (pod_process = "podproc", the default).
+	cmd = exec.Command("make", "-s", "-C", "monitor/podproc/csrc", "OUT="+dir, filepath.Join(dir, "berth-podproc"))
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return "", "", fmt.Errorf("make berth-podproc: %w\n%s", err, out)
 	}
 	// The monitor as hack/build makes it: without cgo.
 	cmd = exec.Command("go", "build", "-o", dir+"/", "./cmd/berth-monitor")

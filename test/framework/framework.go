@@ -30,9 +30,20 @@ const (
 	EnvCrictl       = "BERTH_CRICTL"
 	EnvTestRegistry = "BERTH_TEST_REGISTRY"
 	// EnvPodProcess, when set, is the pod_process every test daemon runs
-	// with (monitor or podproc): the suite against the C pod process.
+	// with (podproc, berth's default, or monitor): the suite against the
+	// Go monitor that pods made before the C pod process keep.
 	EnvPodProcess = "BERTH_TEST_POD_PROCESS"
 )
+
+// PodProcessBinary is the program of the pod processes the test daemons
+// start for new pods: berth-podproc, or berth-monitor where EnvPodProcess
+// asks for the Go monitor.
+func PodProcessBinary() string {
+	if os.Getenv(EnvPodProcess) == "monitor" {
+		return "berth-monitor"
+	}
+	return "berth-podproc"
+}
 
 // CNIBinDir returns $BERTH_CNI_BIN_DIR or skips the test.
 func CNIBinDir(t testing.TB) string { return requireEnv(t, EnvCNIBinDir, "CNI plugins") }

@@ -320,10 +320,7 @@ func (e *env) pausePid(id string) int {
 // the C pod process's spawn helper, or by the Go monitor's.
 func (e *env) checkPodProcess(pod string) {
 	e.t.Helper()
-	want := "berth-monitor"
-	if os.Getenv(framework.EnvPodProcess) == "podproc" {
-		want = "berth-podproc"
-	}
+	want := framework.PodProcessBinary()
 	mon := framework.MonitorOf(e.t, pod, e.pausePid(pod))
 	if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", mon)); strings.TrimSpace(string(comm)) != want {
 		e.t.Fatalf("pod %s's own process %d is %q, want %s", pod, mon, comm, want)

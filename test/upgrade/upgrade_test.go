@@ -217,10 +217,7 @@ func checkKinds(t *testing.T, e *framework.PodEnv, old []string, new string) {
 			t.Errorf("old pod %s's own process is %q, want berth-monitor", pod, got)
 		}
 	}
-	want := "berth-monitor"
-	if os.Getenv(framework.EnvPodProcess) == "podproc" {
-		want = "berth-podproc"
-	}
+	want := framework.PodProcessBinary()
 	if got := comm(new); got != want {
 		t.Errorf("new pod %s's own process is %q, want %s", new, got, want)
 	}
