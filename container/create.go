@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -19,6 +17,7 @@ import (
 	"github.com/berth-runtime/berth/container/spec"
 	"github.com/berth-runtime/berth/internal/cgprime"
 	"github.com/berth-runtime/berth/internal/faultpoint"
+	"github.com/berth-runtime/berth/internal/procstate"
 	"github.com/berth-runtime/berth/internal/reserve"
 	"github.com/berth-runtime/berth/internal/tracing"
 	"github.com/berth-runtime/berth/monitor"
@@ -271,7 +270,7 @@ func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runt
 		s.opts.Faults.Hit(faultpoint.CreateMonitor, id)
 	}
 	rec.Pid = pid
-	rec.PidStart = processStart(pid)
+	rec.PidStart = procstate.StartTime(pid)
 	rec.State = StateCreated
 	reserve.Step(ctx, "record created")
 	if err := s.records.Put(id, &rec); err != nil {
@@ -399,25 +398,4 @@ func parseImageConfig(raw []byte) (spec.ImageConfig, error) {
 	}
 	c := f.Config
 	return spec.ImageConfig{User: c.User, Env: c.Env, Entrypoint: c.Entrypoint, Cmd: c.Cmd, WorkingDir: c.WorkingDir, StopSignal: c.StopSignal}, nil
-}
-
-// processStart is the start time of pid (field 22 of /proc/<pid>/stat),
-// which tells a process from a later one that reused its pid.
-func processStart(pid int) uint64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// The command name may hold spaces: fields count from its closing ')'.
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	fields := strings.Fields(s[i+1:])
-	if len(fields) < 20 {
-		return 0
-	}
-	v, _ := strconv.ParseUint(fields[19], 10, 64)
-	return v
 }

@@ -9,10 +9,10 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-runtime/berth/internal/faultpoint"
+	"github.com/berth-runtime/berth/internal/procstate"
 	"github.com/berth-runtime/berth/internal/tracing"
 	"github.com/berth-runtime/berth/monitor"
 	"github.com/berth-runtime/berth/monitor/pods"
@@ -68,8 +68,8 @@ func (s *Service) monitorGone(c *ctr) {
 		s.setExit(c, e, "")
 		return
 	}
-	if rec.Pid > 0 && rec.PidStart != 0 && processStart(rec.Pid) == rec.PidStart {
-		killPid(rec.Pid)
+	if rec.Pid > 0 && rec.PidStart != 0 && procstate.StartTime(rec.Pid) == rec.PidStart {
+		procstate.Kill(rec.Pid)
 	}
 	s.log.Warn("container's monitor is gone", "container", rec.ID, "pod", rec.PodID)
 	s.setExit(c, &monitor.Exit{Code: 255, FinishedAt: time.Now(),
@@ -242,13 +242,13 @@ func (s *Service) stop(ctx context.Context, c *ctr, timeout time.Duration) error
 	// no signal reaches (a read from a FUSE server that does not answer):
 	// then the caller learns which processes are stuck and where, rather
 	// than waiting as long as it lets us.
-	t := time.NewTimer(killWait)
+	t := time.NewTimer(procstate.KillWait)
 	defer t.Stop()
 	select {
 	case <-c.exited:
 		return nil
 	case <-t.C:
-		return fmt.Errorf("container %s: %w: still running %s after SIGKILL: %s", rec.ID, ErrTimeout, killWait, s.stuckProcesses(c))
+		return fmt.Errorf("container %s: %w: still running %s after SIGKILL: %s", rec.ID, ErrTimeout, procstate.KillWait, s.stuckProcesses(c))
 	case <-ctx.Done():
 		return fmt.Errorf("container %s: wait for exit after SIGKILL: %w: %s", rec.ID, ctx.Err(), s.stuckProcesses(c))
 	}
@@ -384,19 +384,3 @@ func (s *Service) RemovePodContainers(ctx context.Context, podID string) error {
 	}
 	return errors.Join(errs...)
 }
-
-// killPid SIGKILLs pid through a pidfd and waits (a little) for its exit
-// notification, so that the caller goes on once the kernel took it down.
-func killPid(pid int) {
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return
-	}
-	defer unix.Close(fd)
-	if unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) != nil {
-		return
-	}
-	unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, int(killWait/time.Millisecond))
-}
-
-const killWait = 5 * time.Second

@@ -1,12 +1,10 @@
 package sandbox
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,8 +45,8 @@ func OpenProcess(pid int, startTime uint64, reap func()) (*Process, error) {
 	}
 	// Checked after the pidfd exists: from here on the pid cannot be
 	// reused, so a match means the pidfd is the right process.
-	st, err := processStartTime(pid)
-	if err != nil || (startTime != 0 && st != startTime) {
+	st := procstate.StartTime(pid)
+	if st == 0 || (startTime != 0 && st != startTime) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("pid %d: %w", pid, ErrProcessGone)
 	}
@@ -161,28 +159,4 @@ func (p *Process) stuck() string {
 // Close releases the pidfd; Done is closed.
 func (p *Process) Close() {
 	p.once.Do(func() { p.file.Close() })
-}
-
-// processStartTime reads field 22 of /proc/<pid>/stat. The command name
-// (field 2) may hold spaces and parentheses, so fields are counted from
-// the last ')'.
-func processStartTime(pid int) (uint64, error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	return parseStartTime(data)
-}
-
-func parseStartTime(stat []byte) (uint64, error) {
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, errors.New("malformed stat")
-	}
-	fields := bytes.Fields(stat[i+1:])
-	// fields[0] is field 3 (state); field 22 is fields[19].
-	if len(fields) < 20 {
-		return 0, errors.New("malformed stat")
-	}
-	return strconv.ParseUint(string(fields[19]), 10, 64)
 }

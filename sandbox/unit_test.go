@@ -111,14 +111,3 @@ func TestResolvAndHosts(t *testing.T) {
 		t.Error("hosts names the pod without an IP")
 	}
 }
-
-func TestParseStartTime(t *testing.T) {
-	stat := "1234 (we) ird (name)) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10"
-	got, err := parseStartTime([]byte(stat))
-	if err != nil || got != 987654 {
-		t.Fatalf("= %d, %v; want 987654", got, err)
-	}
-	if _, err := parseStartTime([]byte("1 (x) S 1")); err == nil {
-		t.Fatal("short stat accepted")
-	}
-}

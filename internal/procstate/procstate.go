@@ -1,4 +1,6 @@
-// Package procstate describes processes that do not end when killed: their
+// Package procstate names and describes processes from /proc: a process by
+// its pid and start time (StartTime), killed and waited for through a
+// pidfd (Kill), and those that do not end when killed: their
 // state and the kernel function they wait in, from /proc. A process in D
 // (uninterruptible sleep) in a FUSE request waits for a filesystem that
 // does not answer; the init of a PID namespace in zap_pid_ns_processes

@@ -41,3 +41,20 @@ func TestDescribe(t *testing.T) {
 		t.Errorf("SamePIDNamespace does not list a child in the same namespace")
 	}
 }
+
+func TestParseStartTime(t *testing.T) {
+	stat := "1234 (we) ird (name)) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10"
+	got, err := ParseStartTime([]byte(stat))
+	if err != nil || got != 987654 {
+		t.Fatalf("= %d, %v; want 987654", got, err)
+	}
+	if _, err := ParseStartTime([]byte("1 (x) S 1")); err == nil {
+		t.Fatal("short stat accepted")
+	}
+	if StartTime(os.Getpid()) == 0 {
+		t.Error("no start time for this process")
+	}
+	if StartTime(1<<30) != 0 {
+		t.Error("a start time for a pid that does not exist")
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/berth-runtime/berth/internal/cgroup"
 	"github.com/berth-runtime/berth/internal/faultpoint"
+	"github.com/berth-runtime/berth/internal/procstate"
 	"github.com/berth-runtime/berth/monitor"
 	"github.com/berth-runtime/berth/monitor/podproc"
 )
@@ -232,7 +232,7 @@ func (s *Set) RunPause(ctx context.Context, podID string, r *monitor.PauseReques
 func (s *Set) PauseStarted(podID string, pid int) {
 	p := s.get(podID)
 	p.mu.Lock()
-	p.pausePid, p.pauseStart = pid, processStart(pid)
+	p.pausePid, p.pauseStart = pid, procstate.StartTime(pid)
 	p.mu.Unlock()
 }
 
@@ -245,9 +245,9 @@ func (s *Set) PauseStarted(podID string, pid int) {
 func (s *Set) Adopt(ctx context.Context, podID string, pid int, start uint64) error {
 	p := s.open(podID)
 	gone := func(why string) error {
-		if pid > 0 && processStart(pid) == start {
+		if pid > 0 && procstate.StartTime(pid) == start {
 			s.log.Warn("killing pause left without its pod's process", "pod", podID, "pid", pid)
-			killPid(pid)
+			procstate.Kill(pid)
 		}
 		return fmt.Errorf("pod %s: %w: %s", podID, ErrPauseGone, why)
 	}
@@ -274,7 +274,7 @@ func (s *Set) Adopt(ctx context.Context, podID string, pid int, start uint64) er
 		return fmt.Errorf("pod %s: pause status: %w", podID, err)
 	case err != nil:
 		return gone("its monitor does not know it")
-	case st.State != monitor.StateRunning || st.Pid != pid || processStart(pid) != start:
+	case st.State != monitor.StateRunning || st.Pid != pid || procstate.StartTime(pid) != start:
 		return fmt.Errorf("pod %s: %w: exited", podID, ErrPauseGone)
 	}
 	if err := s.watch(podID, p, pingPid, nil); err != nil {
@@ -317,7 +317,7 @@ func (s *Set) watch(podID string, p *proc, pid int, osp *os.Process) error {
 		pid, start := p.pausePid, p.pauseStart
 		p.mu.Unlock()
 		s.log.Warn("pod monitor exited: ending the pod's pause", "pod", podID, "pause", pid)
-		if pid > 0 && processStart(pid) == start {
+		if pid > 0 && procstate.StartTime(pid) == start {
 			unix.Kill(pid, unix.SIGKILL)
 		}
 	}()
@@ -411,41 +411,4 @@ func (s *Set) Remove(podID string) error {
 		return fmt.Errorf("pod %s: remove monitor dir: %w", podID, err)
 	}
 	return nil
-}
-
-// killPid SIGKILLs pid through a pidfd and waits (a little) for its exit
-// notification, so that the caller goes on once the kernel took it down.
-func killPid(pid int) {
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return
-	}
-	defer unix.Close(fd)
-	if unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) != nil {
-		return
-	}
-	unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, int(killWait/time.Millisecond))
-}
-
-const killWait = 5 * time.Second
-
-// processStart is pid's start time (clock ticks since boot, field 22 of
-// /proc/PID/stat), 0 if it is gone: with the pid, it names one process.
-func processStart(pid int) uint64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// The command name may hold spaces: fields count from its closing ')'.
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	fields := strings.Fields(s[i+1:])
-	if len(fields) < 20 {
-		return 0
-	}
-	v, _ := strconv.ParseUint(fields[19], 10, 64)
-	return v
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-runtime/berth/internal/procstate"
 	"github.com/berth-runtime/berth/monitor"
 	"github.com/berth-runtime/berth/monitor/podproc"
 )
@@ -212,7 +213,7 @@ func TestAdopt(t *testing.T) {
 				later := newSet(t, state, kind)
 				actx, cancel := context.WithTimeout(ctx, time.Second)
 				defer cancel()
-				err = later.Adopt(actx, "pod1", pause.Process.Pid, processStart(pause.Process.Pid))
+				err = later.Adopt(actx, "pod1", pause.Process.Pid, procstate.StartTime(pause.Process.Pid))
 				if err == nil {
 					t.Fatal("adopted a pod whose process does not hold its pause")
 				}
