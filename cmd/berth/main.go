@@ -1,8 +1,10 @@
 // Command berth is the berth CRI runtime daemon.
 //
 // Keep this package cheap to start: package-level initialisation and init()
-// functions run before main on every re-exec of this binary (libcontainer's
-// init, the pod monitor, pause), so they must have no side effects.
+// functions also run before `berth pause`, the built-in pause run from this
+// binary where berth-pause is not installed, so they must have no side
+// effects. libcontainer's init runs from berth-spawn, and the pods' own
+// processes are berth-podproc and berth-monitor, not this binary.
 package main
 
 import (
@@ -19,8 +21,8 @@ func main() {
 }
 
 // run dispatches on the first argument before any flag is parsed, so that
-// hidden subcommands (libcontainer's init re-exec, the pod monitor, pause)
-// can take over the process with their own argument conventions.
+// the hidden pause subcommand can take over the process with its own
+// argument conventions.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 1 {
 		switch args[1] {

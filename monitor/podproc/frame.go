@@ -1,6 +1,6 @@
 // Package podproc is berth's side of the pod's own process, berth-podproc:
-// a small static C program (csrc/, docs/podproc.md) that is to replace the
-// Go monitor as the one process each pod keeps. This file is the protocol's
+// a small static C program (csrc/, docs/podproc.md), the one process each
+// pod keeps (pods made before it keep the Go monitor). This file is the protocol's
 // schema in Go, the same as csrc/proto.h; client.go has a typed method per
 // operation, start.go starts the process.
 //
