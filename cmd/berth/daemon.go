@@ -62,7 +62,7 @@ func daemonCommand(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if *showVersion {
-		fmt.Fprintf(stdout, "berth version %s\n", version.Version)
+		fmt.Fprint(stdout, version.String())
 		return 0
 	}
 	cfg, err := cfgFlags.Load()
@@ -70,6 +70,7 @@ func daemonCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "berth: %v\n", err)
 		return 1
 	}
+	notifySocket := takeNotifySocket()
 
 	// Descriptors inherited from whoever started berth (a shell's, a
 	// supervisor's pipes) are nothing berth or its pods need, and every
@@ -84,7 +85,7 @@ func daemonCommand(args []string, stdout, stderr io.Writer) int {
 	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := serve(ctx, cfg, log); err != nil {
+	if err := serve(ctx, cfg, log, notifySocket); err != nil {
 		log.Error("berth failed", "error", err)
 		return 1
 	}
@@ -114,7 +115,7 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 
 // serve runs the daemon until ctx is cancelled (SIGTERM/SIGINT) or serving
 // fails. Containers are not touched on the way out: they keep running.
-func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, notifySocket string) error {
 	// Once, before anything is touched: a node where the cgroup driver
 	// cannot work (systemd without D-Bus) fails here, not at every pod.
 	if err := cgroup.Driver(cfg.CgroupDriver).Check(ctx); err != nil {
@@ -281,6 +282,11 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}()
 	log.Info("berth serving CRI", "address", cfg.Address, "version", version.Version,
 		"root", cfg.Root, "state", cfg.State, "cgroup_driver", cfg.CgroupDriver, "metrics_address", cfg.MetricsAddress, "stream_address", streams.Addr())
+	// For a Type=notify unit: the pods are adopted and CRI is served, so
+	// whatever is ordered after berth (the kubelet) may start.
+	if err := notifyReady(notifySocket); err != nil {
+		log.Warn("tell systemd berth is ready", "error", err)
+	}
 
 	select {
 	case err := <-serveErr:
