@@ -33,7 +33,7 @@ func checkTarball(t *testing.T, a *artifacts) {
 			t.Errorf("%s: mtime %v, want the commit's %v", h.Name, h.ModTime, a.epoch)
 		}
 		mode := int64(0o644)
-		if h.Typeflag == tar.TypeDir || !strings.Contains(h.Name, ".") {
+		if h.Typeflag == tar.TypeDir || !strings.Contains(filepath.Base(h.Name), ".") {
 			mode = 0o755
 		}
 		if h.Mode != mode {
