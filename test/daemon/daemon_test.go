@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -233,6 +234,27 @@ func TestVersionFlag(t *testing.T) {
 	}
 	if v.RuntimeVersion != m[1] {
 		t.Errorf("Version RPC says %q, --version says %q", v.RuntimeVersion, m[1])
+	}
+}
+
+// TestNotifyReady runs berth as a Type=notify unit would: it must send
+// READY=1 to the socket named by NOTIFY_SOCKET once it serves CRI.
+func TestNotifyReady(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "notify")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	framework.StartDaemon(t, framework.WithEnv("NOTIFY_SOCKET="+path))
+	if err := conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 256)
+	n, err := conn.Read(buf)
+	if err != nil || string(buf[:n]) != "READY=1" {
+		t.Fatalf("from NOTIFY_SOCKET: %q, %v; want READY=1", buf[:n], err)
 	}
 }
 
