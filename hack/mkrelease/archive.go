@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/goreleaser/nfpm/v2"
 	_ "github.com/goreleaser/nfpm/v2/deb" // registers the deb packager
@@ -55,35 +56,45 @@ func (r *release) tarball(arch, bin string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var buf bytes.Buffer
-	gz, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	data, err := targz(base, es, r.epoch)
 	if err != nil {
 		return "", err
 	}
+	name := base + ".tar.gz"
+	return name, os.WriteFile(filepath.Join(r.out, name), data, 0o644)
+}
+
+// targz is the tarball of es under the directory base: entries in es's
+// order, owned by root, every mtime epoch; gzip with no name and no time.
+func targz(base string, es []entry, epoch time.Time) ([]byte, error) {
+	var buf bytes.Buffer
+	gz, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	if err != nil {
+		return nil, err
+	}
 	tw := tar.NewWriter(gz)
 	hdr := func(name string, mode int64, typ byte, size int64) *tar.Header {
-		return &tar.Header{Name: name, Mode: mode, Typeflag: typ, Size: size, ModTime: r.epoch,
+		return &tar.Header{Name: name, Mode: mode, Typeflag: typ, Size: size, ModTime: epoch,
 			Uname: "root", Gname: "root", Format: tar.FormatPAX}
 	}
 	if err := tw.WriteHeader(hdr(base+"/", 0o755, tar.TypeDir, 0)); err != nil {
-		return "", err
+		return nil, err
 	}
 	for _, e := range es {
 		if err := tw.WriteHeader(hdr(base+"/"+e.name, e.mode, tar.TypeReg, int64(len(e.data)))); err != nil {
-			return "", err
+			return nil, err
 		}
 		if _, err := tw.Write(e.data); err != nil {
-			return "", err
+			return nil, err
 		}
 	}
 	if err := tw.Close(); err != nil {
-		return "", err
+		return nil, err
 	}
 	if err := gz.Close(); err != nil {
-		return "", err
+		return nil, err
 	}
-	name := base + ".tar.gz"
-	return name, os.WriteFile(filepath.Join(r.out, name), buf.Bytes(), 0o644)
+	return buf.Bytes(), nil
 }
 
 // debPaths is where the package installs each file of contents.
