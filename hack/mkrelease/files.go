@@ -7,8 +7,9 @@ import (
 
 // unit is berth.service for berth installed in bindir. Stopping or
 // restarting berth must never touch a pod: KillMode=process stops berth
-// alone, and the pods' processes (moved into their own cgroups, which
-// Delegate=yes lets berth make) live on as in containerd's unit.
+// alone, so the pods' own processes, which stay in the service's cgroup
+// as containerd's shims do in containerd's, live on (systemd logs them as
+// left over); the containers are in scopes or cgroups of their own.
 func unit(bindir string) string {
 	return fmt.Sprintf(`[Unit]
 Description=berth container runtime (Kubernetes CRI)
@@ -75,8 +76,11 @@ const prerm = `#!/bin/sh
 set -e
 if [ "$1" = remove ] && [ -d /run/systemd/system ]; then
 	PATH="$PATH:/usr/local/bin"
-	if command -v crictl >/dev/null 2>&1 && systemctl is-active --quiet berth.service; then
-		crictl --runtime-endpoint unix:///run/berth/berth.sock rmp --all --force || true
+	if command -v crictl >/dev/null 2>&1 && systemctl is-active --quiet berth.service &&
+		crictl --runtime-endpoint unix:///run/berth/berth.sock rmp --all --force; then
+		# The slice of pods that name no parent (crictl's), which systemd
+		# keeps once made: empty now.
+		systemctl stop berth.slice 2>/dev/null || true
 	fi
 	systemctl stop berth.service || true
 	systemctl disable berth.service || true

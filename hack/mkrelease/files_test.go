@@ -49,7 +49,7 @@ func TestScripts(t *testing.T) {
 		want         []string
 	}{
 		{"postinst", postinst, []string{"daemon-reload", "enable berth.service", "restart berth.service ||", "exit 0"}},
-		{"prerm", prerm, []string{`"$1" = remove`, "/usr/local/bin", "rmp --all --force", "stop berth.service"}},
+		{"prerm", prerm, []string{`"$1" = remove`, "/usr/local/bin", "rmp --all --force", "stop berth.slice", "stop berth.service"}},
 		{"postrm", postrm, []string{`"$1" = purge`, "/var/lib/berth", "/run/berth", "mountpoint -q"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
