@@ -145,7 +145,9 @@ func (r *release) deb(arch, bin string) (string, error) {
 		Description: "berth container runtime: a Kubernetes CRI runtime (in place of containerd)",
 		Homepage:    "https://github.com/berth-runtime/berth", License: "Apache-2.0", MTime: r.epoch,
 		Overridables: nfpm.Overridables{
-			Depends:    []string{"iptables", "mount"},
+			// glibc of Debian 12 and Ubuntu 22.04 (the binaries need
+			// GLIBC_2.34), libseccomp for berth-spawn's filters.
+			Depends:    []string{"libc6 (>= 2.34)", "libseccomp2", "iptables", "mount"},
 			Recommends: []string{"containernetworking-plugins"},
 			Contents:   cs,
 			Scripts: nfpm.Scripts{PostInstall: filepath.Join(tmp, "postinst"),

@@ -68,7 +68,7 @@ func dpkgDeb(t *testing.T, args ...string) string {
 func checkDeb(t *testing.T, a *artifacts) {
 	deb := filepath.Join(a.dir, a.deb)
 	info := dpkgDeb(t, "--info", deb)
-	for _, w := range []string{"Package: berth\n", "Architecture: amd64\n", "Depends: iptables, mount\n",
+	for _, w := range []string{"Package: berth\n", "Architecture: amd64\n", "Depends: libc6 (>= 2.34), libseccomp2, iptables, mount\n",
 		" postinst", " prerm", " postrm", " conffiles"} {
 		if !strings.Contains(info, w) {
 			t.Errorf("dpkg-deb --info lacks %q:\n%s", w, info)
