@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/berth-runtime/berth/container"
+	"github.com/berth-runtime/berth/container/apparmor"
 	"github.com/berth-runtime/berth/container/spec"
 	"github.com/berth-runtime/berth/image"
 	"github.com/berth-runtime/berth/internal/cgroup"
@@ -27,7 +28,14 @@ import (
 // services. It reattaches to the monitors of the previous run before it
 // returns.
 func newContainers(ctx context.Context, cfg *config.Config, pods container.Pods, procs *podprocs.Set, images *image.Service, bus *events.Bus, n *nri.NRI, log *slog.Logger, faults *faultpoint.Point, tracer trace.Tracer) (*container.Service, error) {
+	// The default profile is loaded now; a container loads it again if
+	// someone removed it since.
+	aa := apparmor.New(cfg.State, apparmor.SystemPaths, log)
+	if _, err := aa.EnsureDefault(ctx); err != nil && aa.Usable() == nil {
+		return nil, err
+	}
 	return container.New(ctx, container.Options{
+		Host:         spec.SystemHost{AppArmorSystem: aa},
 		Tracer:       tracer,
 		Root:         cfg.Root,
 		State:        cfg.State,

@@ -1,8 +1,7 @@
 package spec
 
 import (
-	"bufio"
-	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -19,32 +18,35 @@ import (
 	"github.com/moby/sys/mountinfo"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
+
+	"github.com/berth-runtime/berth/container/apparmor"
 )
 
 // SystemHost answers Host questions about the machine berth runs on.
-type SystemHost struct{}
+type SystemHost struct {
+	// AppArmorSystem loads berth's default profile; nil is a host whose
+	// containers get no AppArmor profile.
+	AppArmorSystem *apparmor.System
+}
 
 var _ Host = SystemHost{}
 
-// AppArmorEnabled implements Host.
-func (SystemHost) AppArmorEnabled() bool {
-	b, err := os.ReadFile("/sys/module/apparmor/parameters/enabled")
-	return err == nil && len(b) > 0 && b[0] == 'Y'
+// AppArmor implements Host.
+func (h SystemHost) AppArmor() AppArmor {
+	if h.AppArmorSystem == nil {
+		return noAppArmor{}
+	}
+	return h.AppArmorSystem
 }
 
-// AppArmorProfileLoaded implements Host.
-func (SystemHost) AppArmorProfileLoaded(name string) bool {
-	b, err := os.ReadFile("/sys/kernel/security/apparmor/profiles")
-	if err != nil {
-		return false
-	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		if n, _, _ := strings.Cut(sc.Text(), " ("); n == name {
-			return true
-		}
-	}
-	return false
+type noAppArmor struct{}
+
+func (noAppArmor) Usable() error {
+	return errors.New("the runtime was started without AppArmor support")
+}
+func (noAppArmor) Loaded(string) bool { return false }
+func (n noAppArmor) EnsureDefault(context.Context) (string, error) {
+	return "", n.Usable()
 }
 
 // OwnOOMScoreAdj implements Host.

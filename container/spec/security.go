@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -8,6 +9,8 @@ import (
 	"github.com/moby/sys/capability"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-runtime/berth/container/apparmor"
 )
 
 // DefaultCapabilities is containerd's default set, which Kubernetes users
@@ -152,48 +155,83 @@ func contains(list []string, v string) bool {
 	return false
 }
 
-// DefaultAppArmorProfile is the profile used for RuntimeDefault, when the
-// host has loaded it.
-const DefaultAppArmorProfile = "berth-default"
+// AppArmor is what the spec builder needs of the host's AppArmor
+// (container/apparmor.System).
+type AppArmor interface {
+	// Usable returns nil when containers can be confined, else why not.
+	Usable() error
+	// EnsureDefault loads berth's default profile unless the kernel has
+	// it, and returns its name.
+	EnsureDefault(ctx context.Context) (string, error)
+	// Loaded tells whether the kernel has a profile of that name.
+	Loaded(name string) bool
+}
+
+// DefaultAppArmorProfile is the profile of RuntimeDefault and of
+// containers that ask for none.
+const DefaultAppArmorProfile = apparmor.DefaultProfile
+
+// apparmorRequest is the profile a container asks for: the structured
+// field, else the deprecated string, else nothing (the runtime's
+// default, as in containerd and CRI-O). field names where it came from.
+func (b *builder) apparmorRequest() (typ runtimeapi.SecurityProfile_ProfileType, ref, field string, err error) {
+	if prof := b.sc.GetApparmor(); prof != nil {
+		// Callers that knew the annotation's form (critest among them)
+		// send "localhost/NAME" in the reference; containerd and CRI-O
+		// take both.
+		return prof.GetProfileType(), strings.TrimPrefix(prof.GetLocalhostRef(), "localhost/"), "linux.security_context.apparmor.localhost_ref", nil
+	}
+	const legacyField = "linux.security_context.apparmor_profile"
+	switch legacy := b.sc.GetApparmorProfile(); {
+	case legacy == "" || legacy == "runtime/default" || legacy == "docker/default":
+		return runtimeapi.SecurityProfile_RuntimeDefault, "", legacyField, nil
+	case legacy == "unconfined":
+		return runtimeapi.SecurityProfile_Unconfined, "", legacyField, nil
+	case strings.HasPrefix(legacy, "localhost/"):
+		return runtimeapi.SecurityProfile_Localhost, strings.TrimPrefix(legacy, "localhost/"), legacyField, nil
+	default:
+		return 0, "", legacyField, invalid(legacyField, "unknown AppArmor profile %q", legacy)
+	}
+}
 
 func (b *builder) apparmor(s *specs.Spec) error {
-	const field = "linux.security_context.apparmor"
-	prof := b.sc.GetApparmor()
-	// The field's reference names the profile; callers that knew the
-	// annotation's form (critest among them) still send "localhost/NAME",
-	// and containerd and CRI-O take both.
-	typ, ref := prof.GetProfileType(), strings.TrimPrefix(prof.GetLocalhostRef(), "localhost/")
-	if prof == nil {
-		switch legacy := b.sc.GetApparmorProfile(); {
-		case legacy == "" || legacy == "unconfined":
-			typ = runtimeapi.SecurityProfile_Unconfined
-		case legacy == "runtime/default":
-			typ = runtimeapi.SecurityProfile_RuntimeDefault
-		case strings.HasPrefix(legacy, "localhost/"):
-			typ, ref = runtimeapi.SecurityProfile_Localhost, strings.TrimPrefix(legacy, "localhost/")
-		default:
-			return invalid("linux.security_context.apparmor_profile", "unknown profile %q", legacy)
-		}
-	}
-	if b.sc.GetPrivileged() || typ == runtimeapi.SecurityProfile_Unconfined {
+	// The infra container runs only pause.
+	if b.in.Sandbox {
 		return nil
 	}
-	enabled := b.in.Host.AppArmorEnabled()
-	switch typ {
-	case runtimeapi.SecurityProfile_RuntimeDefault:
-		if enabled && b.in.Host.AppArmorProfileLoaded(DefaultAppArmorProfile) {
-			s.Process.ApparmorProfile = DefaultAppArmorProfile
+	typ, ref, field, err := b.apparmorRequest()
+	if err != nil {
+		return err
+	}
+	aa := b.in.Host.AppArmor()
+	switch {
+	case typ == runtimeapi.SecurityProfile_Localhost:
+		if ref == "" {
+			return invalid(field, "a Localhost AppArmor profile needs a profile name")
 		}
-	case runtimeapi.SecurityProfile_Localhost:
-		if !enabled {
-			return invalid(field, "AppArmor is not enabled on this host")
+		if err := aa.Usable(); err != nil {
+			return invalid(field, "AppArmor profile %q cannot be applied: %v", ref, err)
 		}
-		if ref == "" || !b.in.Host.AppArmorProfileLoaded(ref) {
-			return invalid(field+".localhost_ref", "AppArmor profile %q is not loaded", ref)
+		if !aa.Loaded(ref) {
+			return invalid(field, "AppArmor profile %q is not loaded", ref)
 		}
 		s.Process.ApparmorProfile = ref
-	default:
-		return invalid(field+".profile_type", "unknown profile type %d", typ)
+		return nil
+	case typ == runtimeapi.SecurityProfile_Unconfined:
+		return nil
+	case typ != runtimeapi.SecurityProfile_RuntimeDefault:
+		return invalid("linux.security_context.apparmor.profile_type", "unknown profile type %d", typ)
 	}
+	// A privileged container is the host's, as in containerd; without
+	// AppArmor the default is to run unconfined.
+	if b.sc.GetPrivileged() || aa.Usable() != nil {
+		return nil
+	}
+	// The builder has no context; the load bounds its own wait.
+	name, err := aa.EnsureDefault(context.Background())
+	if err != nil {
+		return fmt.Errorf("AppArmor profile for RuntimeDefault: %w", err)
+	}
+	s.Process.ApparmorProfile = name
 	return nil
 }

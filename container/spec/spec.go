@@ -78,10 +78,8 @@ const (
 
 // Host answers the questions the spec needs about this machine.
 type Host interface {
-	// AppArmorEnabled tells whether the kernel enforces AppArmor.
-	AppArmorEnabled() bool
-	// AppArmorProfileLoaded tells whether a profile of that name is loaded.
-	AppArmorProfileLoaded(name string) bool
+	// AppArmor resolves AppArmor profiles; it is never nil.
+	AppArmor() AppArmor
 	// OwnOOMScoreAdj is berth's own oom_score_adj: a child cannot go lower
 	// without CAP_SYS_RESOURCE.
 	OwnOOMScoreAdj() int

@@ -16,6 +16,7 @@ import (
 
 type fakeHost struct {
 	apparmor bool
+	aa       AppArmor // overrides apparmor
 	ownOOM   int
 	v2       bool
 	files    map[string]string
@@ -24,11 +25,15 @@ type fakeHost struct {
 	noHuge   bool     // no hugetlb controller
 }
 
-func (h fakeHost) AppArmorEnabled() bool             { return h.apparmor }
-func (h fakeHost) AppArmorProfileLoaded(string) bool { return h.apparmor }
-func (h fakeHost) OwnOOMScoreAdj() int               { return h.ownOOM }
-func (h fakeHost) CgroupV2() bool                    { return h.v2 }
-func (h fakeHost) Hugetlb() bool                     { return !h.noHuge }
+func (h fakeHost) AppArmor() AppArmor {
+	if h.aa != nil {
+		return h.aa
+	}
+	return &fakeAppArmor{usable: h.apparmor}
+}
+func (h fakeHost) OwnOOMScoreAdj() int { return h.ownOOM }
+func (h fakeHost) CgroupV2() bool      { return h.v2 }
+func (h fakeHost) Hugetlb() bool       { return !h.noHuge }
 func (h fakeHost) Capabilities() []string {
 	if h.caps != nil {
 		return h.caps
@@ -682,40 +687,6 @@ func TestBuild(t *testing.T) {
 			in.Host = fakeHost{files: map[string]string{"/p.json": `{`}}
 			sc(in).Seccomp = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: "/p.json"}
 		}, invalid: "linux.security_context.seccomp.localhost_ref"},
-		{name: "apparmor localhost without apparmor", mod: func(in *Input) {
-			sc(in).Apparmor = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: "x"}
-		}, invalid: "linux.security_context.apparmor"},
-		{name: "apparmor default without apparmor", mod: func(in *Input) {
-			sc(in).Apparmor = &runtimeapi.SecurityProfile{}
-		}, check: func(t *testing.T, s *specs.Spec) {
-			if s.Process.ApparmorProfile != "" {
-				t.Errorf("apparmor %q", s.Process.ApparmorProfile)
-			}
-		}},
-		{name: "apparmor default with apparmor", mod: func(in *Input) {
-			in.Host = fakeHost{apparmor: true}
-			sc(in).Apparmor = &runtimeapi.SecurityProfile{}
-		}, check: func(t *testing.T, s *specs.Spec) {
-			if s.Process.ApparmorProfile != DefaultAppArmorProfile {
-				t.Errorf("apparmor %q", s.Process.ApparmorProfile)
-			}
-		}},
-		{name: "apparmor localhost by name", mod: func(in *Input) {
-			in.Host = fakeHost{apparmor: true}
-			sc(in).Apparmor = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: "deny-write"}
-		}, check: func(t *testing.T, s *specs.Spec) {
-			if s.Process.ApparmorProfile != "deny-write" {
-				t.Errorf("apparmor %q, want deny-write", s.Process.ApparmorProfile)
-			}
-		}},
-		{name: "apparmor localhost in the annotation's form", mod: func(in *Input) {
-			in.Host = fakeHost{apparmor: true}
-			sc(in).Apparmor = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: "localhost/deny-write"}
-		}, check: func(t *testing.T, s *specs.Spec) {
-			if s.Process.ApparmorProfile != "deny-write" {
-				t.Errorf("apparmor %q, want deny-write", s.Process.ApparmorProfile)
-			}
-		}},
 		{name: "bad env key", mod: func(in *Input) { in.Config.Envs = []*runtimeapi.KeyValue{{Key: "A=B"}} }, invalid: "envs[0].key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
