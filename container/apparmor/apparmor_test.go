@@ -1,8 +1,10 @@
 package apparmor
 
 import (
+	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -51,6 +53,26 @@ func TestGenerate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The parser, where installed, takes the profile without loading it
+// (-Q), with the host's includes and without any.
+func TestGenerateParses(t *testing.T) {
+	parser, err := exec.LookPath("apparmor_parser")
+	if err != nil {
+		t.Skip("apparmor_parser is not installed")
+	}
+	for _, etc := range []string{"/etc/apparmor.d", t.TempDir()} {
+		text, err := Generate(DefaultProfile, etc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(parser, "-QK", "--base", etc, "-I", etc)
+		cmd.Stdin = bytes.NewReader(text)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("apparmor_parser (includes from %s): %v: %s", etc, err, out)
+		}
 	}
 }
 
