@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -77,11 +78,12 @@ func TestUpgradeInPlace(t *testing.T) {
 	old := framework.BuildCommit(t, from)
 	t.Logf("upgrading from %s (%s)", from, framework.Git(t, "log", "-1", "--format=%h %s", from))
 	// The old berth's pods have the Go monitor, as every pod made before
-	// the C pod process existed has; with framework.EnvPodProcess set,
-	// the berth under test makes its new pods with that kind, and serves
-	// both kinds side by side.
+	// the C pod process existed has: an old berth that knows both kinds is
+	// asked for it. The berth under test makes its new pods with its own
+	// kind (framework.EnvPodProcess, or its default), and serves both
+	// kinds side by side.
 	var oldArgs []string
-	if os.Getenv(framework.EnvPodProcess) != "" {
+	if help, _ := exec.Command(old, "--help").CombinedOutput(); strings.Contains(string(help), "-pod-process") {
 		oldArgs = []string{"--pod-process", "monitor"}
 	}
 	e := framework.NewPodEnvWith(t, "berth-upgrade", framework.WithBinary(old), framework.WithArgs(oldArgs...))
