@@ -103,6 +103,20 @@ func waitGone(pid int) error {
 
 var kinds = []string{KindC, KindMonitor}
 
+// start starts pod's process through s and returns its pid, as it answers.
+func start(t *testing.T, s *Set, pod string) int {
+	t.Helper()
+	c, err := s.Start(context.Background(), pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := c.Ping(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
 // TestStartRestartStop: a pod's process is of the kind asked for, is
 // spoken to in its own protocol by a later berth whatever that one's kind,
 // and stops and is removed leaving nothing.
@@ -112,14 +126,7 @@ func TestStartRestartStop(t *testing.T) {
 			ctx := context.Background()
 			state := t.TempDir()
 			s := newSet(t, state, kind)
-			c, err := s.Start(ctx, "pod1")
-			if err != nil {
-				t.Fatal(err)
-			}
-			pid, err := c.Ping(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			pid := start(t, s, "pod1")
 			want := map[string]string{KindC: podproc.BinaryName, KindMonitor: monitor.BinaryName}[kind]
 			if comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); strings.TrimSpace(string(comm)) != want {
 				t.Errorf("pod process %d is %q, want %s", pid, comm, want)
@@ -156,16 +163,8 @@ func TestStartRestartStop(t *testing.T) {
 func TestDeathEndsPause(t *testing.T) {
 	for _, kind := range kinds {
 		t.Run(kind, func(t *testing.T) {
-			ctx := context.Background()
 			s := newSet(t, t.TempDir(), kind)
-			c, err := s.Start(ctx, "pod1")
-			if err != nil {
-				t.Fatal(err)
-			}
-			pid, err := c.Ping(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			pid := start(t, s, "pod1")
 			pause, bystander := fakePause(t), fakePause(t)
 			s.PauseStarted("pod1", pause.Process.Pid)
 			syscall.Kill(pid, syscall.SIGKILL)
@@ -197,14 +196,7 @@ func TestAdopt(t *testing.T) {
 				ctx := context.Background()
 				state := t.TempDir()
 				s := newSet(t, state, kind)
-				c, err := s.Start(ctx, "pod1")
-				if err != nil {
-					t.Fatal(err)
-				}
-				pid, err := c.Ping(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
+				pid := start(t, s, "pod1")
 				t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
 				s.Close() // berth goes: nothing watches the process now
 				pause := fakePause(t)
@@ -213,7 +205,7 @@ func TestAdopt(t *testing.T) {
 				later := newSet(t, state, kind)
 				actx, cancel := context.WithTimeout(ctx, time.Second)
 				defer cancel()
-				err = later.Adopt(actx, "pod1", pause.Process.Pid, procstate.StartTime(pause.Process.Pid))
+				err := later.Adopt(actx, "pod1", pause.Process.Pid, procstate.StartTime(pause.Process.Pid))
 				if err == nil {
 					t.Fatal("adopted a pod whose process does not hold its pause")
 				}
