@@ -24,7 +24,7 @@ func (s *Server) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*ru
 		// Containers follow SecurityContext.SupplementalGroupsPolicy (Merge
 		// adds the groups /etc/group gives the user, Strict does not) and
 		// report the identity they run with in ContainerStatus.User.
-		Features: &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: true},
+		Features: &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: true, MountOptions: true},
 	}
 	if req.GetVerbose() {
 		resp.Info = map[string]string{"config": s.configJSON}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -152,6 +153,11 @@ func (b *builder) criMounts() ([]specs.Mount, string, error) {
 			if m.GetRecursiveReadOnly() {
 				bm.Options[2] = "rro"
 			}
+			opts, err := withMountOptions(field, bm.Options, m.GetMountOptions())
+			if err != nil {
+				return nil, "", err
+			}
+			bm.Options = opts
 			out = append(out, bm)
 			continue
 		}
@@ -204,10 +210,35 @@ func (b *builder) criMounts() ([]specs.Mount, string, error) {
 			}
 			bm.Options[2] = "rro"
 		}
+		opts, err := withMountOptions(field, bm.Options, m.GetMountOptions())
+		if err != nil {
+			return nil, "", err
+		}
+		bm.Options = opts
 		// SELinux relabelling is ignored: berth runs only where SELinux is off.
 		out = append(out, bm)
 	}
 	return out, rootfsProp, nil
+}
+
+// bindMountOptions are the options a CRI mount may add to its bind mount
+// (mount_options, KEP-5855; RuntimeFeatures.mount_options): runc applies
+// them with the bind's remount. Anything else is refused, so that no
+// option can undo what the mount's own fields asked for (ro, rro,
+// propagation).
+var bindMountOptions = map[string]bool{"noexec": true, "nodev": true, "nosuid": true}
+
+// withMountOptions adds a CRI mount's mount_options to a bind mount's.
+func withMountOptions(field string, opts, extra []string) ([]string, error) {
+	for j, o := range extra {
+		if !bindMountOptions[o] {
+			return nil, invalid(fmt.Sprintf("%s.mount_options[%d]", field, j), "%q is not one of noexec, nodev and nosuid", o)
+		}
+		if !slices.Contains(opts, o) {
+			opts = append(opts, o)
+		}
+	}
+	return opts, nil
 }
 
 func (b *builder) devices(s *specs.Spec) error {

@@ -496,6 +496,23 @@ func TestBuild(t *testing.T) {
 				t.Errorf("options %v", m.Options)
 			}
 		}},
+		{name: "mount options", mod: func(in *Input) {
+			in.Config.Mounts = []*runtimeapi.Mount{
+				{ContainerPath: "/data", HostPath: "/h/data", Readonly: true, MountOptions: []string{"noexec", "nodev", "nosuid", "noexec"}},
+				{ContainerPath: "/iv", Readonly: true, Image: &runtimeapi.ImageSpec{Image: "sha256:abc"}, MountOptions: []string{"nodev"}},
+			}
+			in.ImageVolumes = map[int]string{1: "/run/berth/containers/c1/volumes/1"}
+		}, check: func(t *testing.T, s *specs.Spec) {
+			if m := findMount(s, "/data"); !reflect.DeepEqual(m.Options, []string{"rbind", "rprivate", "ro", "noexec", "nodev", "nosuid"}) {
+				t.Errorf("options %v", m.Options)
+			}
+			if m := findMount(s, "/iv"); !reflect.DeepEqual(m.Options, []string{"rbind", "rprivate", "ro", "nodev"}) {
+				t.Errorf("image mount options %v", m.Options)
+			}
+		}},
+		{name: "mount option that would undo readonly", mod: func(in *Input) {
+			in.Config.Mounts = []*runtimeapi.Mount{{ContainerPath: "/d", HostPath: "/h", Readonly: true, MountOptions: []string{"noexec", "rw"}}}
+		}, invalid: "mounts[0].mount_options[1]"},
 		{name: "mount source that cannot be made", mod: func(in *Input) {
 			in.Config.Mounts = []*runtimeapi.Mount{{ContainerPath: "/d", HostPath: "/missing/x"}}
 		}, invalid: "mounts[0].host_path"},
