@@ -47,6 +47,9 @@ type System struct {
 	// unusable is why containers cannot be confined; "" when they can.
 	unusable string
 	parser   string // the parser's resolved path
+	// text is the default profile, generated once: what it includes
+	// from the host does not change under a running berth.
+	text []byte
 
 	mu sync.Mutex // serialises loads
 }
@@ -59,6 +62,12 @@ func New(state string, paths Paths, log *slog.Logger) *System {
 	}
 	s := &System{paths: paths, record: filepath.Join(state, "apparmor", DefaultProfile), log: log.With("component", "apparmor")}
 	s.parser, s.unusable = check(paths)
+	if s.unusable == "" {
+		var err error
+		if s.text, err = Generate(DefaultProfile, paths.Etc); err != nil {
+			s.unusable = fmt.Sprintf("apparmor profile %s: %v", DefaultProfile, err)
+		}
+	}
 	if s.unusable != "" {
 		s.log.Info("containers run without AppArmor", "reason", s.unusable)
 	}
@@ -121,14 +130,10 @@ func (s *System) EnsureDefault(ctx context.Context) (string, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	text, err := Generate(DefaultProfile, s.paths.Etc)
-	if err != nil {
-		return "", fmt.Errorf("apparmor profile %s: %w", DefaultProfile, err)
-	}
-	if old, err := os.ReadFile(s.record); err == nil && bytes.Equal(old, text) && s.Loaded(DefaultProfile) {
+	if old, err := os.ReadFile(s.record); err == nil && bytes.Equal(old, s.text) && s.Loaded(DefaultProfile) {
 		return DefaultProfile, nil
 	}
-	if err := s.load(ctx, text); err != nil {
+	if err := s.load(ctx, s.text); err != nil {
 		return "", err
 	}
 	s.log.Info("loaded AppArmor profile", "profile", DefaultProfile)
@@ -150,9 +155,11 @@ func (s *System) load(ctx context.Context, text []byte) error {
 	}
 	tmp := s.record + ".tmp"
 	if err := os.WriteFile(tmp, text, 0o600); err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("apparmor profile %s: %w", DefaultProfile, err)
 	}
 	if err := os.Rename(tmp, s.record); err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("apparmor profile %s: %w", DefaultProfile, err)
 	}
 	return nil
