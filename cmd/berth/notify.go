@@ -14,6 +14,9 @@ const notifySocketEnv = "NOTIFY_SOCKET"
 // berth's environment first thing, so that no process berth starts (the
 // pod processes, the helpers, the containers) inherits it: systemd would
 // take a READY=1 or a main PID from any of them.
+// go-systemd's daemon.SdNotify (a dependency already) reads the variable
+// when it is called, after recovery has started pod processes, so the
+// address is taken here and notifyReady writes to it itself.
 func takeNotifySocket() string {
 	addr := os.Getenv(notifySocketEnv)
 	os.Unsetenv(notifySocketEnv)
