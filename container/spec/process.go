@@ -75,6 +75,11 @@ func (b *builder) process(s *specs.Spec) error {
 		if strings.Contains(kv.GetKey(), "=") || strings.ContainsRune(kv.GetKey(), 0) {
 			return invalid(fmt.Sprintf("envs[%d].key", i), "invalid variable name %q", kv.GetKey())
 		}
+		// Values are bytes since cri-api v0.37; a NUL would cut the
+		// variable short at execve.
+		if bytes.IndexByte(kv.GetValue(), 0) >= 0 {
+			return invalid(fmt.Sprintf("envs[%d].value", i), "value of %s holds a NUL byte", kv.GetKey())
+		}
 	}
 	cwd := c.GetWorkingDir()
 	if cwd == "" {

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -705,6 +706,16 @@ func TestBuild(t *testing.T) {
 			sc(in).Seccomp = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: "/p.json"}
 		}, invalid: "linux.security_context.seccomp.localhost_ref"},
 		{name: "bad env key", mod: func(in *Input) { in.Config.Envs = []*runtimeapi.KeyValue{{Key: "A=B"}} }, invalid: "envs[0].key"},
+		{name: "env value with NUL", mod: func(in *Input) {
+			in.Config.Envs = []*runtimeapi.KeyValue{{Key: "A", Value: []byte("ok")}, {Key: "B", Value: []byte("x\x00y")}}
+		}, invalid: "envs[1].value"},
+		{name: "env value not UTF-8", mod: func(in *Input) {
+			in.Config.Envs = []*runtimeapi.KeyValue{{Key: "B", Value: []byte("\xff\xfe")}}
+		}, check: func(t *testing.T, s *specs.Spec) {
+			if !slices.Contains(s.Process.Env, "B=\xff\xfe") {
+				t.Errorf("env %q lacks the value's bytes", s.Process.Env)
+			}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := baseInput()
