@@ -3,8 +3,6 @@ package server
 import (
 	"context"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-runtime/berth/image"
@@ -15,9 +13,9 @@ func (s *Server) PullImage(ctx context.Context, req *runtimeapi.PullImageRequest
 	if s.images == nil {
 		return nil, errNoImages
 	}
-	ref := req.GetImage().GetImage()
-	if ref == "" {
-		return nil, status.Error(codes.InvalidArgument, "image.image is required")
+	ref, err := s.imageRef(req.GetImage())
+	if err != nil {
+		return nil, err
 	}
 	var auth *image.AuthConfig
 	if a := req.GetAuth(); a != nil {

@@ -3,8 +3,6 @@ package server
 import (
 	"context"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -14,9 +12,9 @@ func (s *Server) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageReq
 	if s.images == nil {
 		return nil, errNoImages
 	}
-	ref := req.GetImage().GetImage()
-	if ref == "" {
-		return nil, status.Error(codes.InvalidArgument, "image.image is required")
+	ref, err := s.imageRef(req.GetImage())
+	if err != nil {
+		return nil, err
 	}
 	if err := s.images.Remove(ctx, ref); err != nil {
 		return nil, imageError(err)

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-runtime/berth/image"
@@ -19,9 +17,9 @@ func (s *Server) ImageStatus(ctx context.Context, req *runtimeapi.ImageStatusReq
 	if s.images == nil {
 		return nil, errNoImages
 	}
-	ref := req.GetImage().GetImage()
-	if ref == "" {
-		return nil, status.Error(codes.InvalidArgument, "image.image is required")
+	ref, err := s.imageRef(req.GetImage())
+	if err != nil {
+		return nil, err
 	}
 	img, err := s.images.Status(ref)
 	if errors.Is(err, image.ErrNotFound) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -145,5 +146,30 @@ func TestImagesUnimplementedWithoutService(t *testing.T) {
 	_, err := s.ListImages(context.Background(), &runtimeapi.ListImagesRequest{})
 	if status.Code(err) != codes.Unimplemented {
 		t.Errorf("got %v", err)
+	}
+}
+
+// TestImageRuntimeHandler: ImageSpec.runtime_handler (KEP-4216) names a
+// configured handler or is refused by name before anything is pulled.
+func TestImageRuntimeHandler(t *testing.T) {
+	f := &fakeImages{img: image.Image{ID: "sha256:aa"}}
+	s, _ := newTestServer(t, func(o *Options) { o.Images = f })
+	ctx := context.Background()
+	for _, tc := range []struct {
+		handler string
+		want    codes.Code
+	}{{"", codes.OK}, {"runc", codes.OK}, {"berth", codes.OK}, {"kata", codes.InvalidArgument}} {
+		spec := &runtimeapi.ImageSpec{Image: "x", RuntimeHandler: tc.handler}
+		_, pullErr := s.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec})
+		_, statusErr := s.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: spec})
+		_, removeErr := s.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: spec})
+		for name, err := range map[string]error{"PullImage": pullErr, "ImageStatus": statusErr, "RemoveImage": removeErr} {
+			if status.Code(err) != tc.want {
+				t.Errorf("%s with runtime_handler %q: %v, want %s", name, tc.handler, err, tc.want)
+			}
+			if err != nil && !strings.Contains(err.Error(), `image.runtime_handler "kata"`) {
+				t.Errorf("%s: %v does not name the handler", name, err)
+			}
+		}
 	}
 }
