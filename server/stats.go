@@ -20,6 +20,7 @@ type Stats interface {
 	ListPodSandboxStats(ctx context.Context, f *runtimeapi.PodSandboxStatsFilter) []*runtimeapi.PodSandboxStats
 	MetricDescriptors() []*runtimeapi.MetricDescriptor
 	PodSandboxMetrics(ctx context.Context) []*runtimeapi.PodSandboxMetrics
+	WritableLayers(ctx context.Context, imageFS string) (*runtimeapi.FilesystemUsage, error)
 }
 
 var errNoStats = status.Error(codes.Unimplemented, "stats are not enabled in this server")
