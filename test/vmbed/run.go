@@ -25,20 +25,27 @@ var Inits = map[string]string{
 
 // RunConfig is one boot of an image.
 type RunConfig struct {
-	Image   *Image
-	Init    string   // a key of Inits
-	CPUs    int      // vCPUs
-	MemMiB  int      // memory
-	Append  string   // extra kernel command line (hugepages=, psi=1, ...)
-	In      []string // host files and directories copied to /job/in
-	Out     string   // host directory that receives /job/out, if set
-	Cmd     []string // run in /job/in as root; one argument is a shell script
-	NoSwap  bool
+	Image  *Image
+	Init   string   // a key of Inits
+	CPUs   int      // vCPUs
+	MemMiB int      // memory
+	Append string   // extra kernel command line (hugepages=, psi=1, ...)
+	In     []string // host files and directories copied to /job/in
+	Out    string   // host directory that receives /job/out, if set
+	Cmd    []string // run in /job/in as root; one argument is a shell script
+	NoSwap bool
+	// Reboot lets the job reboot the machine: a job that exits with
+	// RebootCode is run again after a reboot, finding /job as it left
+	// it (the root disk's changes last as long as the run).
+	Reboot  bool
 	Stdout  io.Writer // the job's output, live
 	Console io.Writer // the machine's console (kernel, systemd), if set
 	Log     *slog.Logger
 	TmpDir  string
 }
+
+// RebootCode is the exit code by which a job asks for a reboot (EX_TEMPFAIL).
+const RebootCode = 75
 
 // Run boots a pristine copy of the image, runs the command, powers off and
 // returns the command's exit code. An error means the machine did not
@@ -102,8 +109,12 @@ func jobDisk(ctx context.Context, cfg RunConfig, work, disk string) error {
 	if err := os.WriteFile(filepath.Join(stage, "run"), []byte(script(cfg.Cmd)), 0o755); err != nil {
 		return err
 	}
-	if cfg.NoSwap {
-		if err := os.WriteFile(filepath.Join(stage, "no-swap"), nil, 0o644); err != nil {
+	// Markers the guest's job runner reads.
+	for name, on := range map[string]bool{"no-swap": cfg.NoSwap, "reboot": cfg.Reboot} {
+		if !on {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(stage, name), nil, 0o644); err != nil {
 			return err
 		}
 	}
@@ -151,9 +162,14 @@ func treeSize(dir string) (int64, error) {
 func boot(ctx context.Context, cfg RunConfig, work, job, init string) error {
 	port := filepath.Join(work, "job.out")
 	console := filepath.Join(work, "console.log")
-	args := append(accel(),
+	args := accel()
+	if !cfg.Reboot {
+		// A reboot (a panic's, too: panic=-1) ends the run.
+		args = append(args, "-no-reboot")
+	}
+	args = append(args,
 		"-smp", strconv.Itoa(cfg.CPUs), "-m", strconv.Itoa(cfg.MemMiB),
-		"-nodefaults", "-nic", "none", "-display", "none", "-no-reboot",
+		"-nodefaults", "-nic", "none", "-display", "none",
 		"-kernel", cfg.Image.Kernel, "-initrd", cfg.Image.Initrd,
 		"-append", "console=ttyS0 loglevel=4 panic=-1 systemd.unified_cgroup_hierarchy=1 systemd.show_status=0 berth.init="+init+" "+cfg.Append,
 		"-drive", "file="+cfg.Image.Root+",format=raw,if=virtio,snapshot=on",

@@ -43,6 +43,7 @@ func main() {
 	timeout := fs.Duration("timeout", 30*time.Minute, "power the machine off after this long")
 	console := fs.Bool("console", false, "copy the machine's console (kernel, systemd) to stderr")
 	noSwap := fs.Bool("no-swap", false, "boot without the 512 MiB swap file")
+	reboot := fs.Bool("reboot", false, "let the job reboot the machine: exit code 75 asks for it, the job runs again after it")
 	var in multi
 	fs.Var(&in, "in", "host file or directory copied into /job/in (repeatable)")
 	fs.Parse(os.Args[2:])
@@ -66,7 +67,7 @@ func main() {
 		defer cancel()
 		cfg := vmbed.RunConfig{
 			Image: img, Init: *init, CPUs: *cpus, MemMiB: *mem, Append: *appendArgs,
-			In: in, Out: *out, Cmd: fs.Args(), NoSwap: *noSwap, Stdout: os.Stdout, Log: log,
+			In: in, Out: *out, Cmd: fs.Args(), NoSwap: *noSwap, Reboot: *reboot, Stdout: os.Stdout, Log: log,
 			TmpDir: os.Getenv("TMPDIR"),
 		}
 		if *console {
