@@ -144,7 +144,7 @@ func ProbeUserNamespaces(pauseArgs []string, idmapDirs, searchDirs []string) err
 	m := []monitor.IDMap{{ContainerID: 0, HostID: 1 << 30, Size: 65536}}
 	launch := monitor.PauseLaunch{
 		Cmd: cmd, NewIPC: true, NewUTS: true, NewPID: true, Timeout: 10 * time.Second,
-		Prepare: monitor.PrepareUserNS(&monitor.UserNS{UIDs: m, GIDs: m}),
+		Prepare: monitor.PrepareUserNS(&monitor.UserNS{UIDs: m, GIDs: m}, true),
 	}
 	if err := launch.Start(); err != nil {
 		return fmt.Errorf("pause in a user namespace: %w", err)

@@ -18,7 +18,7 @@ func usernsProcess(t *testing.T, host uint32) *os.File {
 	t.Helper()
 	cmd := exec.Command("sleep", "60")
 	m := []monitor.IDMap{{ContainerID: 0, HostID: host, Size: 65536}}
-	exe, err := monitor.CloneIntoUserNS(cmd, &monitor.UserNS{UIDs: m, GIDs: m})
+	exe, err := monitor.CloneIntoUserNS(cmd, &monitor.UserNS{UIDs: m, GIDs: m}, true)
 	if err != nil {
 		t.Fatal(err)
 	}

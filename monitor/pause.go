@@ -35,6 +35,10 @@ type PauseRequest struct {
 	// so that the pod's root may administer them. Berth pins the network
 	// namespace from pause afterwards.
 	UserNS *UserNS `json:"userns,omitempty"`
+	// HostNetwork, with UserNS, keeps pause in the host's network
+	// namespace (a hostNetwork pod in its own user namespace): it gets
+	// no network namespace of its own.
+	HostNetwork bool `json:"hostNetwork,omitempty"`
 	// Cgroup is the pod's cgroup as an OCI cgroupsPath in the monitor's
 	// driver's form, and CgroupPaths its directories by hierarchy, as
 	// berth prepared it: the monitor moves pause in (with systemd, starts
@@ -59,13 +63,13 @@ type IDMap struct {
 }
 
 // CloneIntoUserNS makes cmd (not started) clone its process into a new
-// user namespace with u's mappings, and into a new network namespace that
-// user namespace owns; groups may be set in it, as containers joining it
+// user namespace with u's mappings, and, with newNet, into a new network
+// namespace that user namespace owns; groups may be set in it, as containers joining it
 // need. The program is executed through an open file, passed as the
 // child's next free fd after cmd.ExtraFiles: as root of the new namespace
 // the child could not search a host directory closed to others (a 0700
 // temp dir). The caller closes the returned file once cmd has started.
-func CloneIntoUserNS(cmd *exec.Cmd, u *UserNS) (*os.File, error) {
+func CloneIntoUserNS(cmd *exec.Cmd, u *UserNS, newNet bool) (*os.File, error) {
 	if u == nil || len(u.UIDs) == 0 || len(u.GIDs) == 0 {
 		return nil, errors.New("user namespace without uid or gid mappings")
 	}
@@ -79,7 +83,10 @@ func CloneIntoUserNS(cmd *exec.Cmd, u *UserNS) (*os.File, error) {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	attr := cmd.SysProcAttr
-	attr.Cloneflags |= syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET
+	attr.Cloneflags |= syscall.CLONE_NEWUSER
+	if newNet {
+		attr.Cloneflags |= syscall.CLONE_NEWNET
+	}
 	for _, m := range u.UIDs {
 		attr.UidMappings = append(attr.UidMappings, syscall.SysProcIDMap{ContainerID: int(m.ContainerID), HostID: int(m.HostID), Size: int(m.Size)})
 	}
@@ -97,9 +104,9 @@ func CloneIntoUserNS(cmd *exec.Cmd, u *UserNS) (*os.File, error) {
 // PrepareUserNS is CloneIntoUserNS as a pause launch's Prepare step
 // (PauseLaunch): its cleanup closes the program's file once
 // pause has started.
-func PrepareUserNS(u *UserNS) func(*exec.Cmd) (func(), error) {
+func PrepareUserNS(u *UserNS, newNet bool) func(*exec.Cmd) (func(), error) {
 	return func(cmd *exec.Cmd) (func(), error) {
-		exe, err := CloneIntoUserNS(cmd, u)
+		exe, err := CloneIntoUserNS(cmd, u, newNet)
 		if err != nil {
 			return nil, err
 		}

@@ -38,6 +38,9 @@ type PauseSpec struct {
 	// that user namespace owns: NetNS is then empty, and the sandbox pins
 	// pause's network namespace once it runs.
 	UserNS *runtimeapi.UserNamespace
+	// HostNetwork keeps a pause in its own user namespace on the host's
+	// network (KEP-5607) rather than in a network namespace it owns.
+	HostNetwork bool
 }
 
 // PauseRuntime starts and owns pause processes. Berth's runtime is the

@@ -83,7 +83,8 @@ func (r *PodPause) runPause(ctx context.Context, tracer trace.Tracer, s *PauseSp
 	pid, err := r.Procs.RunPause(ctx, s.PodID, &monitor.PauseRequest{
 		Args: args, Env: env, NetNS: s.NetNS,
 		NewIPC: s.NewIPC, NewUTS: s.NewUTS, NewPID: s.NewPID, UserNS: monitorUserNS(s.UserNS),
-		Cgroup: s.Cgroup.SpecPath(), CgroupPaths: s.CgroupPaths,
+		HostNetwork: s.HostNetwork,
+		Cgroup:      s.Cgroup.SpecPath(), CgroupPaths: s.CgroupPaths,
 	})
 	tracing.End(span, err)
 	return pid, err

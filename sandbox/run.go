@@ -36,8 +36,8 @@ func (m *Manager) run(ctx context.Context, id string, cfg *runtimeapi.PodSandbox
 	// On the call's span: the server learns the id only once Run returns.
 	trace.SpanFromContext(ctx).SetAttributes(tracing.PodID.String(id))
 	hostNet, hostPID, hostIPC := namespaces(cfg)
-	if userNamespace(cfg) != nil && (hostNet || hostPID || hostIPC) {
-		return fmt.Errorf("pod %s: %w: a pod in its own user namespace cannot share the node's network, PID or IPC namespace", id, ErrInvalid)
+	if userNamespace(cfg) != nil && (hostPID || hostIPC) {
+		return fmt.Errorf("pod %s: %w: a pod in its own user namespace cannot share the node's PID or IPC namespace", id, ErrInvalid)
 	}
 	if err := checkSysctls(cfg.GetLinux().GetSysctls(), hostNet, hostIPC); err != nil {
 		return fmt.Errorf("pod %s: %w", id, err)
@@ -187,6 +187,7 @@ func (m *Manager) create(ctx context.Context, p *pod, cg *podCgroup, hostNet, ho
 		Attach:      cg.Attach,
 		Config:      cfg,
 		UserNS:      userNS,
+		HostNetwork: hostNet,
 	}
 	if userNS != nil {
 		spec.NetNS = ""

@@ -24,7 +24,11 @@ func (s *Server) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*ru
 		// Containers follow SecurityContext.SupplementalGroupsPolicy (Merge
 		// adds the groups /etc/group gives the user, Strict does not) and
 		// report the identity they run with in ContainerStatus.User.
-		Features: &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: true, MountOptions: true},
+		Features: &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: true, MountOptions: true,
+			// A pod in its own user namespace on the host's network
+			// (KEP-5607): where the start-up probe found pods' user
+			// namespaces work at all.
+			UserNamespacesHostNetwork: s.userns},
 	}
 	if req.GetVerbose() {
 		resp.Info = map[string]string{"config": s.configJSON}

@@ -119,7 +119,8 @@ func TestRunPodSandboxUserNamespace(t *testing.T) {
 		{"pod, unsupported", withUserNS(&runtimeapi.NamespaceOption{UsernsOptions: pod}), false, codes.Unimplemented},
 		{"container mode", withUserNS(&runtimeapi.NamespaceOption{UsernsOptions: &runtimeapi.UserNamespace{Mode: runtimeapi.NamespaceMode_CONTAINER}}), true, codes.InvalidArgument},
 		{"two mappings", withUserNS(&runtimeapi.NamespaceOption{UsernsOptions: &runtimeapi.UserNamespace{Mode: runtimeapi.NamespaceMode_POD, Uids: append(m, m[0]), Gids: m}}), true, codes.InvalidArgument},
-		{"host network", withUserNS(&runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE, UsernsOptions: pod}), true, codes.InvalidArgument},
+		{"host network", withUserNS(&runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE, UsernsOptions: pod}), true, codes.OK},
+		{"host IPC", withUserNS(&runtimeapi.NamespaceOption{Ipc: runtimeapi.NamespaceMode_NODE, UsernsOptions: pod}), true, codes.InvalidArgument},
 		{"pod, handler disables them", withUserNS(&runtimeapi.NamespaceOption{UsernsOptions: pod}), true, codes.Unimplemented},
 		{"node, handler disables them", withUserNS(&runtimeapi.NamespaceOption{UsernsOptions: &runtimeapi.UserNamespace{Mode: runtimeapi.NamespaceMode_NODE}}), true, codes.OK},
 	}

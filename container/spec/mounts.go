@@ -30,6 +30,19 @@ func defaultMounts(privileged bool) []specs.Mount {
 	}
 }
 
+// hostSysfs binds the host's /sys, read-only, in place of a sysfs of the
+// container's own: sysfs may be mounted only by the user namespace that
+// owns the network namespace, which a pod in its own user namespace on
+// the host's network (KEP-5607) does not. Not id-mapped: sysfs cannot be.
+func hostSysfs(s *specs.Spec) {
+	for i, m := range s.Mounts {
+		if m.Destination == "/sys" && m.Type == "sysfs" {
+			s.Mounts[i] = specs.Mount{Destination: "/sys", Type: "bind", Source: "/sys",
+				Options: []string{"rbind", "rprivate", "nosuid", "noexec", "nodev", "ro"}}
+		}
+	}
+}
+
 func bind(dst, src string, ro bool, propagation string) specs.Mount {
 	opt := "rw"
 	if ro {
@@ -91,6 +104,9 @@ func (b *builder) mounts(s *specs.Spec) error {
 			}
 		}
 		b.idmapBinds(s, image)
+		if b.podNamespaceMode(func(o *runtimeapi.NamespaceOption) runtimeapi.NamespaceMode { return o.GetNetwork() }) == runtimeapi.NamespaceMode_NODE {
+			hostSysfs(s)
+		}
 	}
 	if !privileged {
 		if b.in.Config.GetLinux().GetSecurityContext() == nil {

@@ -11,9 +11,10 @@ import (
 // request ("config.linux.security_context.namespace_options").
 //
 // What berth supports is what the kubelet asks for: one uid and one gid
-// mapping each, container id 0 mapped, and every other namespace of the
-// pod its own (a user namespace owns the namespaces made with it; the
-// node's are not).
+// mapping each, container id 0 mapped, and the pod's own PID and IPC
+// namespaces (a user namespace owns the namespaces made with it; the
+// node's are not). The node's network is allowed (KEP-5607): the pod then
+// sees the host's sysfs, bound read-only, as it may not mount its own.
 func UserNamespace(o *runtimeapi.NamespaceOption, field string) (*runtimeapi.UserNamespace, error) {
 	u := o.GetUsernsOptions()
 	field += ".userns_options"
@@ -37,7 +38,7 @@ func UserNamespace(o *runtimeapi.NamespaceOption, field string) (*runtimeapi.Use
 	if err := checkMapping(field+".gids", u.GetGids()); err != nil {
 		return nil, err
 	}
-	for name, mode := range map[string]runtimeapi.NamespaceMode{"network": o.GetNetwork(), "pid": o.GetPid(), "ipc": o.GetIpc()} {
+	for name, mode := range map[string]runtimeapi.NamespaceMode{"pid": o.GetPid(), "ipc": o.GetIpc()} {
 		if mode == runtimeapi.NamespaceMode_NODE {
 			return nil, invalid(field, "a pod in its own user namespace cannot share the node's %s namespace", name)
 		}

@@ -41,7 +41,8 @@ func TestUserNamespaceOption(t *testing.T) {
 			invalid: field + ".userns_options.mode"},
 		{name: "target mode", opts: &runtimeapi.NamespaceOption{UsernsOptions: &runtimeapi.UserNamespace{Mode: runtimeapi.NamespaceMode_TARGET}},
 			invalid: field + ".userns_options.mode"},
-		{name: "with host network", opts: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE, UsernsOptions: podUserNS(testMapping, testMapping)},
+		{name: "with host network", opts: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE, UsernsOptions: podUserNS(testMapping, testMapping)}, own: true},
+		{name: "with host ipc", opts: &runtimeapi.NamespaceOption{Ipc: runtimeapi.NamespaceMode_NODE, UsernsOptions: podUserNS(testMapping, testMapping)},
 			invalid: field + ".userns_options"},
 		{name: "with host pid", opts: &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_NODE, UsernsOptions: podUserNS(testMapping, testMapping)},
 			invalid: field + ".userns_options"},
@@ -100,6 +101,23 @@ func TestUserNamespaceSpec(t *testing.T) {
 	if m := findMount(s, "/proc"); contains(m.Options, "idmap") {
 		t.Errorf("/proc: %+v", m)
 	}
+	if m := findMount(s, "/sys"); m.Type != "sysfs" {
+		t.Errorf("/sys on the pod's network: %+v, want a sysfs of its own", m)
+	}
+
+	// On the host's network, the host's sysfs, read-only, not id-mapped.
+	in.Pod.Config.Linux.SecurityContext.NamespaceOptions.Network = runtimeapi.NamespaceMode_NODE
+	s, err = Build(in)
+	if err != nil {
+		t.Fatalf("host network: %v", err)
+	}
+	if m := findMount(s, "/sys"); m.Type != "bind" || m.Source != "/sys" || !contains(m.Options, "ro") || !contains(m.Options, "rbind") || contains(m.Options, "idmap") {
+		t.Errorf("/sys on the host's network: %+v, want the host's bound read-only", m)
+	}
+	if nsOf(s, specs.NetworkNamespace) != nil || nsOf(s, specs.UserNamespace) == nil {
+		t.Errorf("host network in the pod's user namespace: namespaces %+v", s.Linux.Namespaces)
+	}
+	in.Pod.Config.Linux.SecurityContext.NamespaceOptions.Network = runtimeapi.NamespaceMode_POD
 
 	// The container may repeat the pod's option, not contradict it.
 	sc(in).NamespaceOptions = &runtimeapi.NamespaceOption{UsernsOptions: u}

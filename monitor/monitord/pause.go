@@ -94,7 +94,7 @@ func (p *pauseProc) start(r *monitor.PauseRequest, s *Server) error {
 		launch.Attach = func(pid int) error { return s.joinCgroup(r, pid) }
 	}
 	if r.UserNS != nil {
-		launch.Prepare = monitor.PrepareUserNS(r.UserNS)
+		launch.Prepare = monitor.PrepareUserNS(r.UserNS, !r.HostNetwork)
 	}
 	if err := launch.Start(); err != nil {
 		return err

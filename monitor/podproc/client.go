@@ -222,8 +222,10 @@ type RunRequest struct {
 	Scope string
 	// UIDMap and GIDMap (uid_map's and gid_map's lines) clone the
 	// process into a new user namespace, where it runs as root, and a
-	// new network namespace it owns (NetNS must be empty).
+	// new network namespace it owns (NetNS must be empty), unless
+	// HostNet keeps it in the host's.
 	UIDMap, GIDMap string
+	HostNet        bool
 	// Sync gives the process a pipe at fd 3 and berth its read end
 	// (RunSynced): pause reports "ok" on it once it is set up.
 	Sync bool
@@ -269,7 +271,7 @@ func (c *Client) RunSynced(ctx context.Context, r *RunRequest) (int, *os.File, e
 	for _, x := range []struct {
 		on bool
 		f  Flags
-	}{{r.Stdin, FlagStdin}, {r.StdinOnce, FlagStdinOnce}, {r.NewIPC, FlagNewIPC}, {r.NewUTS, FlagNewUTS}, {r.NewPID, FlagNewPID}, {r.Sync, FlagSync}} {
+	}{{r.Stdin, FlagStdin}, {r.StdinOnce, FlagStdinOnce}, {r.NewIPC, FlagNewIPC}, {r.NewUTS, FlagNewUTS}, {r.NewPID, FlagNewPID}, {r.Sync, FlagSync}, {r.HostNet, FlagHostNet}} {
 		if x.on {
 			fl |= x.f
 		}

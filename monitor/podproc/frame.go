@@ -116,7 +116,10 @@ const (
 	// FlagSync (RUN): the process gets a pipe at fd 3, whose read end
 	// comes back with the response (pause reports "ok" on it).
 	FlagSync Flags = 256
-	flagAll  Flags = 511
+	// FlagHostNet (RUN with a uid map): the process stays in the
+	// host's network namespace instead of one its user namespace owns.
+	FlagHostNet Flags = 512
+	flagAll     Flags = 1023
 )
 
 // Code is a response's outcome.

@@ -276,6 +276,7 @@ func (c cClient) RunPause(ctx context.Context, id string, p *monitor.PauseReques
 	}
 	if p.UserNS != nil {
 		r.UIDMap, r.GIDMap = idMap(p.UserNS.UIDs), idMap(p.UserNS.GIDs)
+		r.HostNet = p.HostNetwork
 	}
 	if d, ok := p.CgroupPaths["memory"]; ok {
 		r.Cgroup = d

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -55,8 +56,8 @@ func TestUserNamespaces(t *testing.T) {
 		"mode CONTAINER": func(c *runtimeapi.PodSandboxConfig) {
 			c.Linux.SecurityContext.NamespaceOptions.UsernsOptions = &runtimeapi.UserNamespace{Mode: runtimeapi.NamespaceMode_CONTAINER}
 		},
-		"host network": func(c *runtimeapi.PodSandboxConfig) {
-			c.Linux.SecurityContext.NamespaceOptions.Network = runtimeapi.NamespaceMode_NODE
+		"host PID": func(c *runtimeapi.PodSandboxConfig) {
+			c.Linux.SecurityContext.NamespaceOptions.Pid = runtimeapi.NamespaceMode_NODE
 		},
 	} {
 		cfg := e.podConfig("userns-bad")
@@ -174,4 +175,71 @@ func kernelAtLeast(t *testing.T, major, minor int) bool {
 		t.Fatalf("kernel release %q: %v", u.Release[:], err)
 	}
 	return ma > major || ma == major && mi >= minor
+}
+
+// TestUserNamespacesHostNetwork: a pod in its own user namespace on the
+// host's network (KEP-5607, hostNetwork with hostUsers: false). Status
+// reports the feature; the container's root is an unprivileged host uid,
+// it sees the host's interfaces, and /sys is the host's, read-only (the
+// pod's user namespace may not mount a sysfs of its own there).
+func TestUserNamespacesHostNetwork(t *testing.T) {
+	if !kernelAtLeast(t, 6, 3) {
+		t.Skip("pods' user namespaces need tmpfs id-mapped mounts: Linux 6.3")
+	}
+	e := newEnv(t)
+	ctx := framework.Ctx(t)
+	st, err := e.d.Runtime.Status(ctx, &runtimeapi.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.GetFeatures().GetUserNamespacesHostNetwork() {
+		t.Fatalf("features.user_namespaces_host_network not reported: %v", st.GetFeatures())
+	}
+	const host, size = 1 << 21, 65536
+	mapping := []*runtimeapi.IDMapping{{ContainerId: 0, HostId: host, Length: size}}
+	userns := &runtimeapi.UserNamespace{Mode: runtimeapi.NamespaceMode_POD, Uids: mapping, Gids: mapping}
+	podCfg := e.podConfig("userns-hostnet")
+	podCfg.Linux.SecurityContext = &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: &runtimeapi.NamespaceOption{
+		Network: runtimeapi.NamespaceMode_NODE, UsernsOptions: userns}}
+	pod := e.runPod(podCfg)
+	cfg := e.ctrConfig("app", "sleep 1000")
+	cfg.Linux.SecurityContext.NamespaceOptions.Network = runtimeapi.NamespaceMode_NODE
+	cfg.Linux.SecurityContext.NamespaceOptions.UsernsOptions = userns
+	id := e.run(pod, podCfg, cfg)
+	run := func(script string) (string, int32) {
+		r := e.exec(id, 10, "sh", "-c", script)
+		return strings.TrimSpace(string(r.Stdout)), r.ExitCode
+	}
+	if got, _ := run(`cat /proc/self/uid_map | tr -s ' ' | sed 's/^ //'`); got != fmt.Sprintf("0 %d %d", host, size) {
+		t.Errorf("uid_map %q", got)
+	}
+	hostNet, _ := os.Readlink("/proc/self/ns/net")
+	if got, _ := run("readlink /proc/self/ns/net"); got != hostNet {
+		t.Errorf("network namespace %s, the host's is %s", got, hostNet)
+	}
+	entries, err := os.ReadDir("/sys/class/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, e := range entries {
+		want = append(want, e.Name())
+	}
+	if got, _ := run("ls /sys/class/net | sort"); got != strings.Join(sortedCopy(want), "\n") {
+		t.Errorf("/sys/class/net in the container:\n%s\nthe host's:\n%s", got, strings.Join(want, "\n"))
+	}
+	if out, code := run("touch /sys/kernel/berth-probe 2>&1; echo; grep ' /sys ' /proc/self/mountinfo"); code != 0 || !strings.Contains(out, "Read-only") || !strings.Contains(out, " ro,") {
+		t.Errorf("/sys is not read-only in the container: exit %d, %q", code, out)
+	}
+	if got, _ := os.Hostname(); got != "" {
+		if in, _ := run("hostname"); in != got {
+			t.Errorf("hostname %q, the host's is %q", in, got)
+		}
+	}
+}
+
+func sortedCopy(in []string) []string {
+	out := append([]string{}, in...)
+	sort.Strings(out)
+	return out
 }

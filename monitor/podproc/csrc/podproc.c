@@ -1323,7 +1323,8 @@ static int run(struct conn *c)
 		goto fail;
 	unlink_exit(msg.dir);
 	unsigned long ns = (msg.flags & PP_FL_NEWIPC ? CLONE_NEWIPC : 0) | (msg.flags & PP_FL_NEWUTS ? CLONE_NEWUTS : 0) |
-			   (msg.flags & PP_FL_NEWPID ? CLONE_NEWPID : 0) | (msg.uidmap != NULL ? CLONE_NEWUSER | CLONE_NEWNET : 0);
+			   (msg.flags & PP_FL_NEWPID ? CLONE_NEWPID : 0) | (msg.uidmap != NULL ? CLONE_NEWUSER : 0) |
+			   (msg.uidmap != NULL && !(msg.flags & PP_FL_HOSTNET) ? CLONE_NEWNET : 0);
 	pid_t pid = (pid_t)syscall(SYS_clone, SIGCHLD | ns, 0, 0, 0, 0);
 	if (pid < 0)
 		goto fail;

@@ -93,8 +93,9 @@ enum {
 	PP_FL_NEWIPC = 32,
 	PP_FL_NEWUTS = 64,
 	PP_FL_NEWPID = 128,
-	PP_FL_SYNC = 256, /* RUN: fd 3 a pipe, whose read end berth gets */
-	PP_FL_ALL = 511,
+	PP_FL_SYNC = 256,    /* RUN: fd 3 a pipe, whose read end berth gets */
+	PP_FL_HOSTNET = 512, /* RUN with a uid map: no network namespace of its own */
+	PP_FL_ALL = 1023,
 };
 
 /* Response codes. */
