@@ -29,17 +29,9 @@ import (
 // and returns its container, as one whose caller gave up before it got
 // the answer (internal/reserve): the kubelet retries a create that
 // outlived its deadline, and the work goes on detached from it. A failed
-// create undoes everything it did.
+// create undoes everything it did. cfg has a name and an image (the
+// server checks).
 func (s *Service) Create(ctx context.Context, podID string, cfg *runtimeapi.ContainerConfig, podCfg *runtimeapi.PodSandboxConfig) (string, error) {
-	if cfg == nil {
-		return "", fmt.Errorf("%w: config: missing", ErrInvalid)
-	}
-	if cfg.GetMetadata().GetName() == "" {
-		return "", fmt.Errorf("%w: config.metadata.name: missing", ErrInvalid)
-	}
-	if cfg.GetImage().GetImage() == "" {
-		return "", fmt.Errorf("%w: config.image.image: missing", ErrInvalid)
-	}
 	pod, err := s.opts.Pods.Pod(ctx, podID)
 	if err != nil {
 		return "", err

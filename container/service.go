@@ -20,6 +20,7 @@ import (
 
 	"github.com/berth-runtime/berth/container/spec"
 	"github.com/berth-runtime/berth/internal/cgroup"
+	"github.com/berth-runtime/berth/internal/errdefs"
 	"github.com/berth-runtime/berth/internal/events"
 	"github.com/berth-runtime/berth/internal/faultpoint"
 	"github.com/berth-runtime/berth/internal/fsguard"
@@ -31,15 +32,15 @@ import (
 	"github.com/berth-runtime/berth/nri"
 )
 
-// Errors callers map to CRI status codes; returned errors wrap one of them
-// with the container or pod they concern.
+// Errors of the container service, each of an errdefs class; returned
+// errors wrap one of them with the container or pod they concern.
 var (
-	ErrNotFound     = errors.New("not found")
-	ErrInvalid      = errors.New("invalid argument")
+	ErrNotFound     = errdefs.New("not found", errdefs.ErrNotFound)
+	ErrInvalid      = errdefs.New("invalid argument", errdefs.ErrInvalidArgument)
 	ErrNameReserved = reserve.ErrTaken
 	// ErrState: the container is not in a state that allows the call.
-	ErrState   = errors.New("failed precondition")
-	ErrTimeout = errors.New("timed out")
+	ErrState   = errdefs.New("failed precondition", errdefs.ErrFailedPrecondition)
+	ErrTimeout = errdefs.New("timed out", errdefs.ErrDeadlineExceeded)
 )
 
 // Pod is what the container service needs to know about a pod sandbox.
