@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
@@ -23,7 +24,6 @@ import (
 	"github.com/berth-runtime/berth/internal/tracing"
 	"github.com/berth-runtime/berth/monitor"
 	"github.com/berth-runtime/berth/monitor/pods"
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
 // Create is CreateContainer: it returns the new container's id. A call
