@@ -17,6 +17,7 @@ import (
 
 	"github.com/berth-runtime/berth/container/spec"
 	"github.com/berth-runtime/berth/internal/cgprime"
+	"github.com/berth-runtime/berth/internal/errdefs"
 	"github.com/berth-runtime/berth/internal/faultpoint"
 	"github.com/berth-runtime/berth/internal/procstate"
 	"github.com/berth-runtime/berth/internal/reserve"
@@ -152,7 +153,7 @@ func (c *creation) monitorFault() string {
 func (c *creation) leaseImage(ctx context.Context) error {
 	id, ref, images := c.rec.ID, c.cfg.GetImage().GetImage(), c.s.opts.Images
 	img, err := images.Lease(ctx, id, ref)
-	if c.sandbox && errors.Is(err, ErrNotFound) {
+	if c.sandbox && errors.Is(err, errdefs.ErrNotFound) {
 		reserve.Step(ctx, "sandbox image pull")
 		if err = images.Pull(ctx, ref); err == nil {
 			img, err = images.Lease(ctx, id, ref)

@@ -49,8 +49,8 @@ type Pod struct {
 	Ready bool
 }
 
-// Pods looks up pod sandboxes; a missing pod is an error wrapping
-// ErrNotFound.
+// Pods looks up pod sandboxes; a missing pod's error is of class
+// errdefs.ErrNotFound.
 type Pods interface {
 	Pod(ctx context.Context, id string) (*Pod, error)
 }
@@ -66,8 +66,9 @@ type Image struct {
 }
 
 // Images leases images: a leased image's layers stay on disk until
-// Release, whatever happens to the image. A missing image wraps
-// ErrNotFound.
+// Release, whatever happens to the image. A missing image's error is of
+// class errdefs.ErrNotFound, an invalid reference's of
+// errdefs.ErrInvalidArgument.
 type Images interface {
 	Lease(ctx context.Context, holder, name string) (*Image, error)
 	Release(ctx context.Context, holder string) error
