@@ -26,10 +26,9 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"syscall"
 
 	"github.com/berth-runtime/berth/image"
-	"github.com/berth-runtime/berth/internal/idindex"
+	"github.com/berth-runtime/berth/internal/errdefs"
 )
 
 // SocketSuffix is appended to the CRI socket's path to name the admin one.
@@ -107,7 +106,7 @@ func (h *handler) importImages(w http.ResponseWriter, r *http.Request) {
 	}
 	imgs, err := h.images.Import(r.Context(), r.Body, opts)
 	if err != nil {
-		h.fail(w, r, status(err), err)
+		h.fail(w, r, errdefs.HTTPStatus(err), err)
 		return
 	}
 	h.reply(w, ImportResponse{Images: imgs})
@@ -125,7 +124,7 @@ func (h *handler) tag(w http.ResponseWriter, r *http.Request) {
 	}
 	img, err := h.images.Tag(r.Context(), req.Source, req.Target, req.Force)
 	if err != nil {
-		h.fail(w, r, status(err), err)
+		h.fail(w, r, errdefs.HTTPStatus(err), err)
 		return
 	}
 	h.reply(w, TagResponse{ID: img.ID, RepoTags: img.RepoTags})
@@ -133,23 +132,6 @@ func (h *handler) tag(w http.ResponseWriter, r *http.Request) {
 
 func (h *handler) pulls(w http.ResponseWriter, r *http.Request) {
 	h.reply(w, PullsResponse{Pulls: h.images.Pulls()})
-}
-
-// status maps the image package's errors to HTTP statuses.
-func status(err error) int {
-	switch {
-	case errors.Is(err, image.ErrInvalidArchive), errors.Is(err, image.ErrInvalidReference), errors.Is(err, idindex.ErrAmbiguous):
-		return http.StatusBadRequest
-	case errors.Is(err, image.ErrNotFound):
-		return http.StatusNotFound
-	case errors.Is(err, image.ErrAlreadyExists):
-		return http.StatusConflict
-	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
-		return http.StatusInsufficientStorage
-	case errors.Is(err, context.Canceled):
-		return 499 // the client went away; nobody reads this
-	}
-	return http.StatusInternalServerError
 }
 
 func (h *handler) reply(w http.ResponseWriter, v any) {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
@@ -16,9 +17,11 @@ import (
 
 	"github.com/berth-runtime/berth/container/spec"
 	"github.com/berth-runtime/berth/internal/cgprime"
+	"github.com/berth-runtime/berth/internal/errdefs"
 	"github.com/berth-runtime/berth/internal/faultpoint"
 	"github.com/berth-runtime/berth/internal/procstate"
 	"github.com/berth-runtime/berth/internal/reserve"
+	"github.com/berth-runtime/berth/internal/steps"
 	"github.com/berth-runtime/berth/internal/tracing"
 	"github.com/berth-runtime/berth/monitor"
 	"github.com/berth-runtime/berth/monitor/pods"
@@ -29,17 +32,9 @@ import (
 // and returns its container, as one whose caller gave up before it got
 // the answer (internal/reserve): the kubelet retries a create that
 // outlived its deadline, and the work goes on detached from it. A failed
-// create undoes everything it did.
+// create undoes everything it did. cfg has a name and an image (the
+// server checks).
 func (s *Service) Create(ctx context.Context, podID string, cfg *runtimeapi.ContainerConfig, podCfg *runtimeapi.PodSandboxConfig) (string, error) {
-	if cfg == nil {
-		return "", fmt.Errorf("%w: config: missing", ErrInvalid)
-	}
-	if cfg.GetMetadata().GetName() == "" {
-		return "", fmt.Errorf("%w: config.metadata.name: missing", ErrInvalid)
-	}
-	if cfg.GetImage().GetImage() == "" {
-		return "", fmt.Errorf("%w: config.image.image: missing", ErrInvalid)
-	}
 	pod, err := s.opts.Pods.Pod(ctx, podID)
 	if err != nil {
 		return "", err
@@ -78,217 +73,268 @@ const undoTimeout = time.Minute
 // is undone: before the record is written by the named cleanups of the
 // steps done, after it by undoCreate, the release recovery uses.
 func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runtimeapi.ContainerConfig, podCfg *runtimeapi.PodSandboxConfig, sandbox bool) (_ *ctr, err error) {
-	var (
-		cleanups []cleanup
-		rec      Record
-		recorded bool
-	)
+	c := &creation{s: s, pod: pod, cfg: cfg, podCfg: podCfg, sandbox: sandbox,
+		run: &steps.Runner{Kind: "container", ID: id, Tracer: s.opts.Tracer, Faults: s.opts.Faults}}
+	c.rec.ID = id
 	defer func() {
-		if err == nil {
-			return
-		}
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
-		defer cancel()
-		if !recorded {
-			if uerr := s.runCleanups(uctx, id, cleanups); uerr != nil {
-				err = fmt.Errorf("%w; undo: %w", err, uerr)
-			}
-			return
-		}
-		if uerr := s.undoCreate(uctx, s.podProc(pod.ID), &rec, cleanups); uerr != nil {
-			s.keepFailed(&rec, cfg, err, uerr)
-			err = reserve.Kept(fmt.Errorf("%w; its undo failed, so the container is kept, exited, until it is removed: %w", err, uerr))
+		if err != nil {
+			err = c.undo(ctx, err)
 		}
 	}()
-
+	// Closed before the undo, which needs no id-mapped layers.
+	defer func() { c.idm.close() }()
 	if !sandbox {
 		// On the call's span: the server learns the id only once the
 		// create returns.
 		trace.SpanFromContext(ctx).SetAttributes(tracing.ContainerID.String(id))
 	}
-	reserve.Step(ctx, "image lease")
-	img, err := s.opts.Images.Lease(ctx, id, cfg.GetImage().GetImage())
-	if sandbox && errors.Is(err, ErrNotFound) {
-		reserve.Step(ctx, "sandbox image pull")
-		if err = s.opts.Images.Pull(ctx, cfg.GetImage().GetImage()); err == nil {
-			img, err = s.opts.Images.Lease(ctx, id, cfg.GetImage().GetImage())
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("container %s: image %s: %w", id, cfg.GetImage().GetImage(), err)
-	}
-	cleanups = append(cleanups, cleanup{"release image lease", func(ctx context.Context) error { return s.opts.Images.Release(ctx, id) }})
-	if !sandbox {
-		s.opts.Faults.Hit(faultpoint.CreateLeased, id)
-	}
-	imgCfg, err := parseImageConfig(img.Config)
-	if err != nil {
-		return nil, fmt.Errorf("container %s: %w", id, err)
-	}
-
-	dir := filepath.Join(s.dir, id)
-	upper := filepath.Join(s.upper, id)
-	rootfs := filepath.Join(dir, "rootfs")
-	vols, err := planImageVolumes(id, dir, cfg)
+	nri := !sandbox && s.opts.NRI.Enabled()
+	err = c.run.Run(ctx,
+		steps.Step{Name: "image lease", Fault: c.fault(faultpoint.CreateLeased), Do: c.leaseImage},
+		steps.Step{Name: "image volume leases", Do: c.leaseVolumes},
+		steps.Step{Name: "record", Fault: c.fault(faultpoint.CreateRecorded), Do: c.record},
+		steps.Step{Name: "id-mapped layers", Skip: podUserNS(podCfg) == nil, Do: c.openIDMap},
+		steps.Step{Do: func(context.Context) error { return makeContainerDir(c.rec.Dir, c.idm) }},
+		steps.Step{Name: "rootfs mount", Span: "rootfs mount", Fault: c.fault(faultpoint.CreateRootfs), Do: c.mountRootfs},
+		steps.Step{Do: c.mountVolumes},
+		steps.Step{Name: "OCI spec", Span: "OCI spec", Do: c.buildSpec},
+		steps.Step{Name: "NRI CreateContainer", Skip: !nri, Do: func(ctx context.Context) error {
+			return s.nriCreate(ctx, &c.rec, cfg, c.oci, &c.cleanups)
+		}},
+		steps.Step{Do: c.writeSpec},
+		steps.Step{Name: "monitor create (libcontainer)", Span: "libcontainer create", Fault: c.monitorFault(), Do: c.monitorCreate},
+		steps.Step{Name: "record created", Do: c.recordCreated},
+	)
 	if err != nil {
 		return nil, err
 	}
-	cleanups = append(cleanups, cleanup{"release image volume leases", func(ctx context.Context) error { return s.releaseImageVolumes(ctx, vols) }})
-	reserve.Step(ctx, "image volume leases")
-	volLayers, err := s.leaseImageVolumes(ctx, cfg, vols)
+	return c.publish(ctx, nri), nil
+}
+
+// creation is one create under way: what its steps made so far.
+type creation struct {
+	s       *Service
+	run     *steps.Runner
+	pod     spec.Pod
+	cfg     *runtimeapi.ContainerConfig
+	podCfg  *runtimeapi.PodSandboxConfig
+	sandbox bool
+
+	// cleanups undo the steps done: before the record is written all of
+	// them, after it those that its release does not (NRI's).
+	cleanups   []cleanup
+	rec        Record
+	recorded   bool
+	img        *Image
+	imgCfg     spec.ImageConfig
+	volLayers  [][]string
+	idm        *idmap
+	volSources map[int]string
+	oci        *specs.Spec
+	specJSON   []byte
+	mon        pods.Client
+}
+
+// fault is the fault point name, which a sandbox's create has not.
+func (c *creation) fault(name string) string {
+	if c.sandbox {
+		return ""
+	}
+	return name
+}
+
+func (c *creation) monitorFault() string {
+	if c.sandbox {
+		return faultpoint.RunInfraCreated
+	}
+	return faultpoint.CreateMonitor
+}
+
+func (c *creation) leaseImage(ctx context.Context) error {
+	id, ref, images := c.rec.ID, c.cfg.GetImage().GetImage(), c.s.opts.Images
+	img, err := images.Lease(ctx, id, ref)
+	if c.sandbox && errors.Is(err, errdefs.ErrNotFound) {
+		reserve.Step(ctx, "sandbox image pull")
+		if err = images.Pull(ctx, ref); err == nil {
+			img, err = images.Lease(ctx, id, ref)
+		}
+	}
 	if err != nil {
-		return nil, fmt.Errorf("container %s: %w", id, err)
+		return fmt.Errorf("image %s: %w", ref, err)
 	}
-	rec = Record{
-		ID: id, PodID: pod.ID, State: StateCreating, ImageID: img.ID, ImageRef: imageRef(img),
-		CreatedAt: time.Now().UnixNano(), Dir: dir, Upper: upper, StopSignal: imgCfg.StopSignal,
-		Sandbox: sandbox, ImageVolumes: vols,
+	c.cleanups = append(c.cleanups, cleanup{"release image lease", func(ctx context.Context) error { return images.Release(ctx, id) }})
+	c.img = img
+	c.imgCfg, err = parseImageConfig(img.Config)
+	return err
+}
+
+func (c *creation) leaseVolumes(ctx context.Context) error {
+	c.rec.Dir = filepath.Join(c.s.dir, c.rec.ID)
+	vols, err := planImageVolumes(c.rec.ID, c.rec.Dir, c.cfg)
+	if err != nil {
+		return err
 	}
-	if rec.Config, err = proto.Marshal(cfg); err != nil {
-		return nil, fmt.Errorf("container %s: %w", id, err)
+	c.rec.ImageVolumes = vols
+	c.cleanups = append(c.cleanups, cleanup{"release image volume leases", func(ctx context.Context) error { return c.s.releaseImageVolumes(ctx, vols) }})
+	c.volLayers, err = c.s.leaseImageVolumes(ctx, c.cfg, vols)
+	return err
+}
+
+// record writes the Creating record first, so that a crash from here on
+// is undone by recovery, and a failure by the same release (undoCreate),
+// which the record's image and volume leases are part of.
+func (c *creation) record(context.Context) error {
+	id, cfg, img, err := c.rec.ID, c.cfg, c.img, error(nil)
+	c.rec = Record{
+		ID: id, PodID: c.pod.ID, State: StateCreating, ImageID: img.ID, ImageRef: imageRef(img),
+		CreatedAt: time.Now().UnixNano(), Dir: c.rec.Dir, Upper: filepath.Join(c.s.upper, id), StopSignal: c.imgCfg.StopSignal,
+		Sandbox: c.sandbox, ImageVolumes: c.rec.ImageVolumes,
+	}
+	if c.rec.Config, err = proto.Marshal(cfg); err != nil {
+		return err
 	}
 	if r := cfg.GetLinux().GetResources(); r != nil {
-		rec.Resources, _ = proto.Marshal(r)
+		c.rec.Resources, _ = proto.Marshal(r)
 	}
 	if lp := cfg.GetLogPath(); lp != "" {
-		rec.LogPath = filepath.Join(podCfg.GetLogDirectory(), lp)
-		if !filepath.IsAbs(rec.LogPath) {
-			return nil, fmt.Errorf("%w: log_path: %q under log directory %q is not absolute", ErrInvalid, lp, podCfg.GetLogDirectory())
+		c.rec.LogPath = filepath.Join(c.podCfg.GetLogDirectory(), lp)
+		if !filepath.IsAbs(c.rec.LogPath) {
+			return fmt.Errorf("%w: log_path: %q under log directory %q is not absolute", ErrInvalid, lp, c.podCfg.GetLogDirectory())
 		}
 	}
-	// Written first, so that a crash from here on is undone by recovery,
-	// and a failure by the same release (undoCreate), which the record's
-	// image and volume leases are part of.
-	reserve.Step(ctx, "record")
-	if err := s.records.Put(id, &rec); err != nil {
-		return nil, fmt.Errorf("container %s: %w", id, err)
+	if err := c.s.records.Put(id, &c.rec); err != nil {
+		return err
 	}
-	recorded, cleanups = true, nil
-	if !sandbox {
-		s.opts.Faults.Hit(faultpoint.CreateRecorded, id)
-	}
-	var idm *idmap
-	if u := podUserNS(podCfg); u != nil {
-		if sandbox {
-			return nil, fmt.Errorf("%w: container %s: a pause image cannot run in a user namespace", ErrInvalid, id)
-		}
-		reserve.Step(ctx, "id-mapped layers")
-		if idm, err = openIDMap(u, pod.PausePID, dir); err != nil {
-			return nil, fmt.Errorf("container %s: %w", id, err)
-		}
-		defer idm.close()
-	}
-	if err := makeContainerDir(dir, idm); err != nil {
-		return nil, fmt.Errorf("container %s: %w", id, err)
-	}
-	reserve.Step(ctx, "rootfs mount")
-	_, span := s.opts.Tracer.Start(ctx, "rootfs mount", trace.WithAttributes(attribute.Int("layers", len(img.LowerDirs))))
-	err = mountRootfs(id, img.LowerDirs, upper, rootfs, idm)
-	tracing.End(span, err)
-	if err != nil {
-		return nil, err
-	}
-	if !sandbox {
-		s.opts.Faults.Hit(faultpoint.CreateRootfs, id)
-	}
-	volSources, err := mountImageVolumes(cfg, vols, volLayers, idm)
-	if err != nil {
-		return nil, fmt.Errorf("container %s: %w", id, err)
-	}
+	c.recorded, c.cleanups = true, nil
+	return nil
+}
 
-	reserve.Step(ctx, "OCI spec")
+func (c *creation) openIDMap(context.Context) (err error) {
+	if c.sandbox {
+		return fmt.Errorf("%w: a pause image cannot run in a user namespace", ErrInvalid)
+	}
+	c.idm, err = openIDMap(podUserNS(c.podCfg), c.pod.PausePID, c.rec.Dir)
+	return err
+}
+
+func (c *creation) mountRootfs(ctx context.Context) error {
+	trace.SpanFromContext(ctx).SetAttributes(attribute.Int("layers", len(c.img.LowerDirs)))
+	return mountRootfs(c.rec.ID, c.img.LowerDirs, c.rec.Upper, c.rootfs(), c.idm)
+}
+
+func (c *creation) rootfs() string { return filepath.Join(c.rec.Dir, "rootfs") }
+
+func (c *creation) mountVolumes(context.Context) (err error) {
+	c.volSources, err = mountImageVolumes(c.cfg, c.rec.ImageVolumes, c.volLayers, c.idm)
+	return err
+}
+
+func (c *creation) buildSpec(ctx context.Context) (err error) {
+	id, cfg := c.rec.ID, c.cfg
 	in := &spec.Input{
-		ID: id, Config: cfg, Image: imgCfg, ImageName: cfg.GetImage().GetImage(), Rootfs: rootfs,
-		Pod: pod, Host: s.guardedHost(ctx), Files: spec.DirFS(rootfs), Sandbox: sandbox, ImageVolumes: volSources,
-		CDI: s.opts.CDI,
+		ID: id, Config: cfg, Image: c.imgCfg, ImageName: cfg.GetImage().GetImage(), Rootfs: c.rootfs(),
+		Pod: c.pod, Host: c.s.guardedHost(ctx), Files: spec.DirFS(c.rootfs()), Sandbox: c.sandbox, ImageVolumes: c.volSources,
+		CDI: c.s.opts.CDI,
 	}
-	in.Pod.Config = podCfg
-	if target := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetTargetId(); target != "" &&
-		cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetPid() == runtimeapi.NamespaceMode_TARGET {
-		if in.TargetPID, err = s.targetPID(target, pod.ID); err != nil {
-			return nil, err
+	in.Pod.Config = c.podCfg
+	if ns := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions(); ns.GetTargetId() != "" && ns.GetPid() == runtimeapi.NamespaceMode_TARGET {
+		if in.TargetPID, err = c.s.targetPID(ns.GetTargetId(), c.pod.ID); err != nil {
+			return err
 		}
 	}
-	if s.opts.CDI == nil && !sandbox {
+	if c.s.opts.CDI == nil && !c.sandbox {
 		if names, _ := spec.CDIDevices(cfg); len(names) > 0 {
-			s.log.Warn("CDI devices ignored: CDI is off (enable_cdi = false)", "container", id, "devices", names)
+			c.s.log.Warn("CDI devices ignored: CDI is off (enable_cdi = false)", "container", id, "devices", names)
 		}
 	}
-	_, span = s.opts.Tracer.Start(ctx, "OCI spec")
-	oci, err := spec.Build(in)
-	tracing.End(span, err)
-	if err != nil {
-		if spec.IsInvalid(err) {
-			return nil, fmt.Errorf("%w: container %s: %w", ErrInvalid, id, err)
-		}
-		if spec.IsNotFound(err) {
-			return nil, fmt.Errorf("%w: container %s: %w", ErrNotFound, id, err)
-		}
-		return nil, fmt.Errorf("container %s: %w", id, err)
+	c.oci, err = spec.Build(in)
+	switch {
+	case err != nil && spec.IsInvalid(err):
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	case err != nil && spec.IsNotFound(err):
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
-	if !sandbox && s.opts.NRI.Enabled() {
-		reserve.Step(ctx, "NRI CreateContainer")
-		if err := s.nriCreate(ctx, &rec, cfg, oci, &cleanups); err != nil {
-			return nil, err
-		}
-	}
-	rec.UID, rec.GID = int64(oci.Process.User.UID), int64(oci.Process.User.GID)
-	for _, g := range oci.Process.User.AdditionalGids {
-		rec.Groups = append(rec.Groups, int64(g))
-	}
-	specJSON, err := json.Marshal(oci)
-	if err != nil {
-		return nil, fmt.Errorf("container %s: %w", id, err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, monitor.SpecFile), specJSON, 0o600); err != nil {
-		return nil, fmt.Errorf("container %s: %w", id, err)
-	}
-	if rec.LogPath != "" {
-		if err := os.MkdirAll(filepath.Dir(rec.LogPath), 0o755); err != nil {
-			return nil, fmt.Errorf("container %s: log directory: %w", id, err)
-		}
-	}
+	return err
+}
 
-	reserve.Step(ctx, "monitor create (libcontainer)")
-	mon := s.podProc(pod.ID)
-	// The monitor has berth-spawn run libcontainer's create: the span is
-	// the whole round trip, the helper's exec included.
-	_, span = s.opts.Tracer.Start(ctx, "libcontainer create")
-	pid, err := mon.Create(ctx, id, &monitor.CreateRequest{
-		Dir: dir, LogPath: rec.LogPath, Stdin: cfg.GetStdin(), StdinOnce: cfg.GetStdinOnce(),
-	}, cfg.GetTty())
-	tracing.End(span, err)
-	if err != nil {
-		if errors.Is(err, monitor.ErrUnreachable) {
-			return nil, fmt.Errorf("%w: container %s: the monitor of pod %s is gone: %w", ErrState, id, pod.ID, err)
+func (c *creation) writeSpec(context.Context) (err error) {
+	user := c.oci.Process.User
+	c.rec.UID, c.rec.GID = int64(user.UID), int64(user.GID)
+	for _, g := range user.AdditionalGids {
+		c.rec.Groups = append(c.rec.Groups, int64(g))
+	}
+	if c.specJSON, err = json.Marshal(c.oci); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(c.rec.Dir, monitor.SpecFile), c.specJSON, 0o600); err != nil {
+		return err
+	}
+	if c.rec.LogPath != "" {
+		if err := os.MkdirAll(filepath.Dir(c.rec.LogPath), 0o755); err != nil {
+			return fmt.Errorf("log directory: %w", err)
 		}
-		return nil, fmt.Errorf("container %s: %w", id, err)
 	}
-	if sandbox {
-		s.opts.Faults.Hit(faultpoint.RunInfraCreated, id)
-	} else {
-		s.opts.Faults.Hit(faultpoint.CreateMonitor, id)
+	return nil
+}
+
+// monitorCreate has the pod's monitor have berth-spawn run libcontainer's
+// create: its span is the whole round trip, the helper's exec included.
+func (c *creation) monitorCreate(ctx context.Context) error {
+	c.mon = c.s.podProc(c.pod.ID)
+	pid, err := c.mon.Create(ctx, c.rec.ID, &monitor.CreateRequest{
+		Dir: c.rec.Dir, LogPath: c.rec.LogPath, Stdin: c.cfg.GetStdin(), StdinOnce: c.cfg.GetStdinOnce(),
+	}, c.cfg.GetTty())
+	if errors.Is(err, monitor.ErrUnreachable) {
+		return fmt.Errorf("%w: the monitor of pod %s is gone: %w", ErrState, c.pod.ID, err)
 	}
-	rec.Pid = pid
-	rec.PidStart = procstate.StartTime(pid)
-	rec.State = StateCreated
-	reserve.Step(ctx, "record created")
-	if err := s.records.Put(id, &rec); err != nil {
-		return nil, fmt.Errorf("container %s: %w", id, err)
+	if err != nil {
+		return err
 	}
-	c := &ctr{rec: rec, cfg: cfg, resources: cfg.GetLinux().GetResources(), spec: specJSON, exited: make(chan struct{})}
-	if rec.Resources != nil && !sandbox && s.opts.NRI.Enabled() {
-		c.resources = decodeResources(rec.Resources) // as NRI adjusted them
+	c.rec.Pid = pid
+	return nil
+}
+
+func (c *creation) recordCreated(context.Context) error {
+	c.rec.PidStart = procstate.StartTime(c.rec.Pid)
+	c.rec.State = StateCreated
+	return c.s.records.Put(c.rec.ID, &c.rec)
+}
+
+// publish makes the created container known: listed, watched, announced.
+func (c *creation) publish(ctx context.Context, nri bool) *ctr {
+	s, rec := c.s, c.rec
+	ct := &ctr{rec: rec, cfg: c.cfg, resources: c.cfg.GetLinux().GetResources(), spec: c.specJSON, exited: make(chan struct{})}
+	if rec.Resources != nil && nri {
+		ct.resources = decodeResources(rec.Resources) // as NRI adjusted them
 	}
 	s.mu.Lock()
-	s.ctrs[id] = c
+	s.ctrs[rec.ID] = ct
 	s.mu.Unlock()
 	s.publish(runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT, &rec)
-	go s.watch(c, mon)
-	if !sandbox && s.opts.NRI.Enabled() {
-		s.opts.NRI.PostCreateContainer(ctx, c.nriDescribe())
+	go s.watch(ct, c.mon)
+	if nri {
+		s.opts.NRI.PostCreateContainer(ctx, ct.nriDescribe())
 	}
-	return c, nil
+	return ct
+}
+
+// undo undoes a create that failed with err: before the record is written
+// by the cleanups of the steps done, after it by undoCreate. A container
+// whose undo fails is kept (keepFailed).
+func (c *creation) undo(ctx context.Context, err error) error {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+	defer cancel()
+	if !c.recorded {
+		if uerr := c.s.runCleanups(uctx, c.rec.ID, c.cleanups); uerr != nil {
+			err = fmt.Errorf("%w; undo: %w", err, uerr)
+		}
+		return err
+	}
+	if uerr := c.s.undoCreate(uctx, c.s.podProc(c.pod.ID), &c.rec, c.cleanups); uerr != nil {
+		c.s.keepFailed(&c.rec, c.cfg, err, uerr)
+		err = reserve.Kept(fmt.Errorf("%w; its undo failed, so the container is kept, exited, until it is removed: %w", err, uerr))
+	}
+	return err
 }
 
 // cleanup undoes one step of a create done before its record exists.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/berth-runtime/berth/container/spec"
 	"github.com/berth-runtime/berth/internal/cgroup"
+	"github.com/berth-runtime/berth/internal/errdefs"
 	"github.com/berth-runtime/berth/internal/events"
 	"github.com/berth-runtime/berth/internal/faultpoint"
 	"github.com/berth-runtime/berth/internal/fsguard"
@@ -31,15 +32,15 @@ import (
 	"github.com/berth-runtime/berth/nri"
 )
 
-// Errors callers map to CRI status codes; returned errors wrap one of them
-// with the container or pod they concern.
+// Errors of the container service, each of an errdefs class; returned
+// errors wrap one of them with the container or pod they concern.
 var (
-	ErrNotFound     = errors.New("not found")
-	ErrInvalid      = errors.New("invalid argument")
+	ErrNotFound     = errdefs.New("not found", errdefs.ErrNotFound)
+	ErrInvalid      = errdefs.New("invalid argument", errdefs.ErrInvalidArgument)
 	ErrNameReserved = reserve.ErrTaken
 	// ErrState: the container is not in a state that allows the call.
-	ErrState   = errors.New("failed precondition")
-	ErrTimeout = errors.New("timed out")
+	ErrState   = errdefs.New("failed precondition", errdefs.ErrFailedPrecondition)
+	ErrTimeout = errdefs.New("timed out", errdefs.ErrDeadlineExceeded)
 )
 
 // Pod is what the container service needs to know about a pod sandbox.
@@ -48,8 +49,8 @@ type Pod struct {
 	Ready bool
 }
 
-// Pods looks up pod sandboxes; a missing pod is an error wrapping
-// ErrNotFound.
+// Pods looks up pod sandboxes; a missing pod's error is of class
+// errdefs.ErrNotFound.
 type Pods interface {
 	Pod(ctx context.Context, id string) (*Pod, error)
 }
@@ -65,8 +66,9 @@ type Image struct {
 }
 
 // Images leases images: a leased image's layers stay on disk until
-// Release, whatever happens to the image. A missing image wraps
-// ErrNotFound.
+// Release, whatever happens to the image. A missing image's error is of
+// class errdefs.ErrNotFound, an invalid reference's of
+// errdefs.ErrInvalidArgument.
 type Images interface {
 	Lease(ctx context.Context, holder, name string) (*Image, error)
 	Release(ctx context.Context, holder string) error

@@ -1,9 +1,9 @@
 package sandbox
 
-import "errors"
+import "github.com/berth-runtime/berth/internal/errdefs"
 
-// Errors the server maps to gRPC codes.
+// Errors of the sandbox service, each of an errdefs class.
 var (
-	ErrNotFound = errors.New("pod sandbox not found")
-	ErrInvalid  = errors.New("invalid pod sandbox config")
+	ErrNotFound = errdefs.New("pod sandbox not found", errdefs.ErrNotFound)
+	ErrInvalid  = errdefs.New("invalid pod sandbox config", errdefs.ErrInvalidArgument)
 )

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/berth-runtime/berth/internal/errdefs"
 	"github.com/berth-runtime/berth/internal/procstate"
 )
 
@@ -145,7 +146,7 @@ func (p *Process) Stop(ctx context.Context, grace time.Duration) error {
 const killWait = 5 * time.Second
 
 // ErrStuck is a process that does not end after SIGKILL.
-var ErrStuck = errors.New("process stuck")
+var ErrStuck = errdefs.New("process stuck", errdefs.ErrDeadlineExceeded)
 
 // stuck describes the process and what is left in its PID namespace.
 func (p *Process) stuck() string {

@@ -16,6 +16,7 @@ import (
 	"github.com/berth-runtime/berth/internal/cgprime"
 	"github.com/berth-runtime/berth/internal/faultpoint"
 	"github.com/berth-runtime/berth/internal/reserve"
+	"github.com/berth-runtime/berth/internal/steps"
 	"github.com/berth-runtime/berth/internal/tracing"
 	"github.com/berth-runtime/berth/network"
 )
@@ -32,215 +33,247 @@ func (m *Manager) Run(ctx context.Context, cfg *runtimeapi.PodSandboxConfig, han
 }
 
 func (m *Manager) run(ctx context.Context, id string, cfg *runtimeapi.PodSandboxConfig, handler string) error {
-	start := time.Now()
+	r := &podRun{m: m, cfg: cfg, start: time.Now(), userNS: userNamespace(cfg),
+		run: &steps.Runner{Kind: "pod", ID: id, Tracer: m.opts.Tracer, Faults: m.opts.Faults}}
+	r.hostNet, r.hostPID, r.hostIPC = namespaces(cfg)
 	// On the call's span: the server learns the id only once Run returns.
 	trace.SpanFromContext(ctx).SetAttributes(tracing.PodID.String(id))
-	hostNet, hostPID, hostIPC := namespaces(cfg)
-	if userNamespace(cfg) != nil && (hostPID || hostIPC) {
-		return fmt.Errorf("pod %s: %w: a pod in its own user namespace cannot share the node's PID or IPC namespace", id, ErrInvalid)
-	}
-	if err := checkSysctls(cfg.GetLinux().GetSysctls(), hostNet, hostIPC); err != nil {
-		return fmt.Errorf("pod %s: %w", id, err)
-	}
-	cg, err := m.newPodCgroup(id, cfg)
+	err := r.run.Run(ctx,
+		steps.Step{Do: r.check},
+		steps.Step{Do: func(context.Context) error { return r.plan(id, handler) }},
+		steps.Step{Name: "record", Fault: faultpoint.RunRecorded, Do: r.record},
+	)
 	if err != nil {
-		return fmt.Errorf("pod %s: %w", id, err)
+		return err
 	}
-	cfgBytes, err := proto.Marshal(cfg)
-	if err != nil {
-		return fmt.Errorf("pod %s: encode config: %w", id, err)
-	}
-	hostname := cfg.GetHostname()
-	if hostname == "" || hostNet {
-		if hostname, err = os.Hostname(); err != nil {
-			return fmt.Errorf("pod %s: %w", id, err)
-		}
-	}
-	p := &pod{cfg: cfg, rec: Record{
-		ID:             id,
-		Config:         cfgBytes,
-		RuntimeHandler: handler,
-		State:          StateCreating,
-		CreatedAt:      start.UnixNano(),
-		Dir:            m.podDir(id),
-		CgroupPath:     cg.cg.Path(),
-		Cgroup:         cg.cg.SpecPath(),
-		Hostname:       hostname,
-	}}
-	if !hostNet {
-		p.rec.NetNS = m.netns.Path(id)
-		p.rec.Attached = true
-	}
-	reserve.Step(ctx, "record")
-	// Written before anything exists: after a crash, recovery finds this
-	// record and undoes whatever part of the pod had been made.
-	if err := m.records.Put(id, &p.rec); err != nil {
-		return fmt.Errorf("pod %s: %w", id, err)
-	}
-	m.opts.Faults.Hit(faultpoint.RunRecorded, id)
-	var steps stepTimes
-	if err := m.create(ctx, p, cg, hostNet, hostPID, hostIPC, &steps); err != nil {
-		return m.fail(ctx, p, cg, err)
+	if err := r.create(ctx); err != nil {
+		return m.fail(ctx, r.p, r.cg, err)
 	}
 	// Plugins see the pod before anyone else does: not listed, and no
 	// container can be created in it, until they have answered.
-	reserve.Step(ctx, "NRI RunPodSandbox")
-	nctx, unblock := m.opts.NRI.BlockSync(ctx)
+	var unblock func()
+	err = r.run.Do(ctx, steps.Step{Name: "NRI RunPodSandbox", Do: func(ctx context.Context) error {
+		var nctx context.Context
+		nctx, unblock = m.opts.NRI.BlockSync(ctx)
+		return m.nriRun(nctx, r.p)
+	}})
 	defer unblock()
-	if err := m.nriRun(nctx, p); err != nil {
+	if err != nil {
 		// Pause runs and is watched: the watcher must not see its stop as
 		// a death.
-		p.op.Lock("RunPodSandbox")
-		defer p.op.Unlock()
-		return m.fail(ctx, p, cg, fmt.Errorf("pod %s: %w", id, err))
+		r.p.op.Lock("RunPodSandbox")
+		defer r.p.op.Unlock()
+		return m.fail(ctx, r.p, r.cg, err)
 	}
-	m.add(p)
+	m.add(r.p)
 	m.publishStarted(id)
 	m.opts.Faults.Hit(faultpoint.RunReady, id)
-	m.log.Info("pod sandbox ready", "pod", id, "name", nameKey(cfg.GetMetadata()),
-		"ips", p.rec.IPs, "pid", p.rec.PausePid, "duration", time.Since(start),
-		"files", steps.files, "netns", steps.netns, "cni_add", steps.cni, "pause", steps.pause)
+	r.logReady()
 	return nil
 }
 
-// stepTimes are the parts of a RunPodSandbox worth knowing when it is
-// slow (logged with it): CNI ADD and pause run at the same time.
-type stepTimes struct {
-	files, netns, cni, pause time.Duration
+// podRun is one RunPodSandbox under way: what its steps made so far.
+type podRun struct {
+	m      *Manager
+	run    *steps.Runner
+	cfg    *runtimeapi.PodSandboxConfig
+	start  time.Time
+	userNS *runtimeapi.UserNamespace
+
+	hostNet, hostPID, hostIPC bool
+
+	p     *pod
+	cg    *podCgroup
+	files podFiles
+	pause *PauseSpec
+	proc  *Process
+	// CNI ADD runs beside pause: its result is read once wg is done.
+	wg     sync.WaitGroup
+	netRes *network.Result
+	netErr error
 }
+
+// check refuses a config pause could not run.
+func (r *podRun) check(context.Context) error {
+	if r.userNS != nil && (r.hostPID || r.hostIPC) {
+		return fmt.Errorf("%w: a pod in its own user namespace cannot share the node's PID or IPC namespace", ErrInvalid)
+	}
+	return checkSysctls(r.cfg.GetLinux().GetSysctls(), r.hostNet, r.hostIPC)
+}
+
+// plan makes the pod's record, before anything of it exists.
+func (r *podRun) plan(id, handler string) error {
+	cg, err := r.m.newPodCgroup(id, r.cfg)
+	if err != nil {
+		return err
+	}
+	cfgBytes, err := proto.Marshal(r.cfg)
+	if err != nil {
+		return fmt.Errorf("encode config: %w", err)
+	}
+	hostname := r.cfg.GetHostname()
+	if hostname == "" || r.hostNet {
+		if hostname, err = os.Hostname(); err != nil {
+			return err
+		}
+	}
+	r.cg = cg
+	r.p = &pod{cfg: r.cfg, rec: Record{
+		ID: id, Config: cfgBytes, RuntimeHandler: handler, State: StateCreating, CreatedAt: r.start.UnixNano(),
+		Dir: r.m.podDir(id), CgroupPath: cg.cg.Path(), Cgroup: cg.cg.SpecPath(), Hostname: hostname,
+	}}
+	if !r.hostNet {
+		r.p.rec.NetNS = r.m.netns.Path(id)
+		r.p.rec.Attached = true
+	}
+	return nil
+}
+
+// record writes the record before anything exists: after a crash,
+// recovery finds it and undoes whatever part of the pod had been made.
+func (r *podRun) record(context.Context) error {
+	return r.m.records.Put(r.p.rec.ID, &r.p.rec)
+}
+
+// logReady logs the pod ready with the parts of its run worth knowing
+// when it is slow: CNI ADD and pause run at the same time.
+func (r *podRun) logReady() {
+	t := r.run.Time
+	r.m.log.Info("pod sandbox ready", "pod", r.p.rec.ID, "name", nameKey(r.cfg.GetMetadata()),
+		"ips", r.p.rec.IPs, "pid", r.p.rec.PausePid, "duration", time.Since(r.start),
+		"files", t("pod files"), "netns", t("netns")+t("netns adopt"), "cni_add", t("CNI ADD"), "pause", t(pauseStep))
+}
+
+const pauseStep = "pause start (CNI ADD beside it)"
 
 // create makes the pod's files, netns, network attachment and pause; CNI
 // ADD runs while pause starts. On error the pod is left for undo.
-func (m *Manager) create(ctx context.Context, p *pod, cg *podCgroup, hostNet, hostPID, hostIPC bool, steps *stepTimes) error {
-	id, cfg := p.rec.ID, p.cfg
+func (r *podRun) create(ctx context.Context) error {
 	// Pause is moved into the pod cgroup in a few milliseconds (after the
 	// monitor starts): the RCU grace period that move would wait for
 	// passes meanwhile.
 	cgprime.Prime()
-	t := time.Now()
-	reserve.Step(ctx, "pod files")
-	_, span := m.opts.Tracer.Start(ctx, "pod files")
-	files := podFiles{dir: p.rec.Dir}
-	if err := files.write(m.opts.hosts, p.rec.Hostname, hostNet, cfg.GetDnsConfig(), nil); err != nil {
-		tracing.End(span, err)
-		return fmt.Errorf("pod %s: %w", id, err)
-	}
-	if !hostIPC {
-		if err := files.mountShm(); err != nil {
-			tracing.End(span, err)
-			return fmt.Errorf("pod %s: %w", id, err)
-		}
-	}
-	span.End()
-	var (
-		wg     sync.WaitGroup
-		netRes *network.Result
-		netErr error
-	)
-	steps.files = time.Since(t)
 	// In its own user namespace, the pod's network namespace is made by
 	// pause (so that the user namespace owns it), then pinned: CNI ADD
 	// runs after pause instead of beside it.
-	userNS := userNamespace(cfg)
-	// setupNet runs CNI ADD once the pod's netns is pinned.
-	setupNet := func() {
-		t := time.Now()
-		ctx, span := m.opts.Tracer.Start(ctx, "CNI ADD")
-		netRes, netErr = m.net.Setup(ctx, networkPod(&p.rec, cfg))
-		tracing.End(span, netErr)
-		steps.cni = time.Since(t)
-		if netErr == nil {
-			m.opts.Faults.Hit(faultpoint.RunCNIAdded, id)
-		}
-	}
-	if !hostNet && userNS == nil {
-		t = time.Now()
-		reserve.Step(ctx, "netns")
-		_, span := m.opts.Tracer.Start(ctx, "netns create")
-		_, err := m.netns.Create(ctx, id)
-		tracing.End(span, err)
-		if err != nil {
-			return err
-		}
-		steps.netns = time.Since(t)
-		m.opts.Faults.Hit(faultpoint.RunNetNS, id)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			setupNet()
-		}()
-	}
-	cgPaths, err := cg.Prepare()
+	beside, after := !r.hostNet && r.userNS == nil, !r.hostNet && r.userNS != nil
+	err := r.run.Run(ctx,
+		steps.Step{Name: "pod files", Span: "pod files", Do: r.writeFiles},
+		steps.Step{Name: "netns", Span: "netns create", Fault: faultpoint.RunNetNS, Skip: !beside, Do: r.createNetNS},
+		steps.Step{Skip: !beside, Do: r.startNetwork},
+		steps.Step{Do: r.prepareCgroup},
+	)
 	if err != nil {
-		wg.Wait()
-		return fmt.Errorf("pod %s: %w", id, errors.Join(err, netErr))
-	}
-	spec := &PauseSpec{
-		PodID:       id,
-		NetNS:       p.rec.NetNS,
-		NewIPC:      !hostIPC,
-		NewUTS:      !hostNet,
-		NewPID:      !hostPID,
-		Sysctls:     cfg.GetLinux().GetSysctls(),
-		Cgroup:      cg.cg,
-		CgroupPaths: cgPaths,
-		Attach:      cg.Attach,
-		Config:      cfg,
-		UserNS:      userNS,
-		HostNetwork: hostNet,
-	}
-	if userNS != nil {
-		spec.NetNS = ""
-	}
-	if !hostNet {
-		spec.Hostname = p.rec.Hostname
-	}
-	t = time.Now()
-	reserve.Step(ctx, "pause start (CNI ADD beside it)")
-	pctx, span := m.opts.Tracer.Start(ctx, "pause start")
-	proc, pauseErr := m.pause.Start(pctx, spec)
-	tracing.End(span, pauseErr)
-	steps.pause = time.Since(t)
-	if userNS != nil && !hostNet && pauseErr == nil {
-		t = time.Now()
-		_, span := m.opts.Tracer.Start(ctx, "netns adopt")
-		_, err := m.netns.Adopt(ctx, id, proc.Pid())
-		tracing.End(span, err)
-		if err != nil {
-			pauseErr = fmt.Errorf("pod %s: %w", id, err)
-		} else {
-			steps.netns = time.Since(t)
-			m.opts.Faults.Hit(faultpoint.RunNetNS, id)
-			setupNet()
-		}
-	}
-	reserve.Step(ctx, "CNI ADD")
-	wg.Wait()
-	if proc != nil {
-		p.pause = proc
-		p.rec.PausePid, p.rec.PauseStart = proc.Pid(), proc.StartTime()
-	}
-	if netErr != nil && !errors.Is(netErr, network.ErrStillAttached) {
-		// Setup already ran DEL: nothing of the attachment is left.
-		p.rec.Attached = false
-	}
-	if err := errors.Join(netErr, pauseErr); err != nil {
 		return err
 	}
-	m.opts.Faults.Hit(faultpoint.RunPauseStarted, id)
-	if netRes != nil {
-		for _, ip := range netRes.IPs {
-			p.rec.IPs = append(p.rec.IPs, ip.String())
-		}
-		if err := writeFile(files.Hosts(), hostsContent(p.rec.Hostname, net.ParseIP(p.rec.IPs[0]))); err != nil {
-			return fmt.Errorf("pod %s: %w", id, err)
-		}
+	pauseErr := r.run.Run(ctx,
+		steps.Step{Name: pauseStep, Span: "pause start", Do: r.startPause},
+		steps.Step{Span: "netns adopt", Fault: faultpoint.RunNetNS, Skip: !after, Do: r.adoptNetNS},
+		steps.Step{Skip: !after, Do: func(ctx context.Context) error { r.setupNetwork(ctx); return nil }},
+	)
+	return r.run.Run(ctx,
+		steps.Step{Fault: faultpoint.RunPauseStarted, Do: func(ctx context.Context) error { return r.joinNetwork(ctx, pauseErr) }},
+		steps.Step{Do: r.writeHosts},
+		steps.Step{Do: r.ready},
+	)
+}
+
+func (r *podRun) writeFiles(context.Context) error {
+	r.files = podFiles{dir: r.p.rec.Dir}
+	if err := r.files.write(r.m.opts.hosts, r.p.rec.Hostname, r.hostNet, r.cfg.GetDnsConfig(), nil); err != nil {
+		return err
 	}
-	p.rec.State = StateReady
-	if err := m.records.Put(id, &p.rec); err != nil {
-		return fmt.Errorf("pod %s: %w", id, err)
+	if r.hostIPC {
+		return nil
 	}
-	go m.watch(p, proc)
+	return r.files.mountShm()
+}
+
+func (r *podRun) createNetNS(ctx context.Context) error {
+	_, err := r.m.netns.Create(ctx, r.p.rec.ID)
+	return err
+}
+
+// startNetwork runs CNI ADD beside what follows, the netns pinned.
+func (r *podRun) startNetwork(ctx context.Context) error {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		r.setupNetwork(ctx)
+	}()
+	return nil
+}
+
+// setupNetwork runs CNI ADD once the pod's netns is pinned.
+func (r *podRun) setupNetwork(ctx context.Context) {
+	r.netErr = r.run.Do(ctx, steps.Step{Span: "CNI ADD", Fault: faultpoint.RunCNIAdded, Do: func(ctx context.Context) (err error) {
+		r.netRes, err = r.m.net.Setup(ctx, networkPod(&r.p.rec, r.cfg))
+		return err
+	}})
+}
+
+func (r *podRun) prepareCgroup(context.Context) error {
+	cgPaths, err := r.cg.Prepare()
+	if err != nil {
+		r.wg.Wait()
+		return errors.Join(err, r.netErr)
+	}
+	r.pause = &PauseSpec{
+		PodID: r.p.rec.ID, NetNS: r.p.rec.NetNS, NewIPC: !r.hostIPC, NewUTS: !r.hostNet, NewPID: !r.hostPID,
+		Sysctls: r.cfg.GetLinux().GetSysctls(), Cgroup: r.cg.cg, CgroupPaths: cgPaths, Attach: r.cg.Attach,
+		Config: r.cfg, UserNS: r.userNS, HostNetwork: r.hostNet,
+	}
+	if r.userNS != nil {
+		r.pause.NetNS = ""
+	}
+	if !r.hostNet {
+		r.pause.Hostname = r.p.rec.Hostname
+	}
+	return nil
+}
+
+func (r *podRun) startPause(ctx context.Context) (err error) {
+	r.proc, err = r.m.pause.Start(ctx, r.pause)
+	return err
+}
+
+func (r *podRun) adoptNetNS(ctx context.Context) error {
+	_, err := r.m.netns.Adopt(ctx, r.p.rec.ID, r.proc.Pid())
+	return err
+}
+
+// joinNetwork waits for CNI ADD and records pause, whether or not either
+// failed.
+func (r *podRun) joinNetwork(ctx context.Context, pauseErr error) error {
+	reserve.Step(ctx, "CNI ADD")
+	r.wg.Wait()
+	if r.proc != nil {
+		r.p.pause = r.proc
+		r.p.rec.PausePid, r.p.rec.PauseStart = r.proc.Pid(), r.proc.StartTime()
+	}
+	if r.netErr != nil && !errors.Is(r.netErr, network.ErrStillAttached) {
+		// Setup already ran DEL: nothing of the attachment is left.
+		r.p.rec.Attached = false
+	}
+	return errors.Join(r.netErr, pauseErr)
+}
+
+func (r *podRun) writeHosts(context.Context) error {
+	if r.netRes == nil {
+		return nil
+	}
+	for _, ip := range r.netRes.IPs {
+		r.p.rec.IPs = append(r.p.rec.IPs, ip.String())
+	}
+	return writeFile(r.files.Hosts(), hostsContent(r.p.rec.Hostname, net.ParseIP(r.p.rec.IPs[0])))
+}
+
+func (r *podRun) ready(context.Context) error {
+	r.p.rec.State = StateReady
+	if err := r.m.records.Put(r.p.rec.ID, &r.p.rec); err != nil {
+		return err
+	}
+	go r.m.watch(r.p, r.proc)
 	return nil
 }
 

@@ -19,7 +19,7 @@ func (s *Server) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) 
 	}
 	res, err := s.containers.ExecSync(ctx, req.GetContainerId(), req.GetCmd(), seconds(req.GetTimeout()))
 	if err != nil {
-		return nil, containerError(err)
+		return nil, rpcError(err)
 	}
 	stdout, stderr := fitExecOutput(res.Stdout, res.Stderr, maxMsgSize-maxExecOverhead)
 	return &runtimeapi.ExecSyncResponse{Stdout: stdout, Stderr: stderr, ExitCode: res.ExitCode}, nil

@@ -12,7 +12,7 @@ func (s *Server) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveCont
 		return nil, errNoContainers
 	}
 	if err := s.containers.Remove(ctx, req.GetContainerId()); err != nil {
-		return nil, containerError(err)
+		return nil, rpcError(err)
 	}
 	return &runtimeapi.RemoveContainerResponse{}, nil
 }

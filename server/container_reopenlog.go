@@ -12,7 +12,7 @@ func (s *Server) ReopenContainerLog(ctx context.Context, req *runtimeapi.ReopenC
 		return nil, errNoContainers
 	}
 	if err := s.containers.ReopenLog(ctx, req.GetContainerId()); err != nil {
-		return nil, containerError(err)
+		return nil, rpcError(err)
 	}
 	return &runtimeapi.ReopenContainerLogResponse{}, nil
 }

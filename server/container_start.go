@@ -12,7 +12,7 @@ func (s *Server) StartContainer(ctx context.Context, req *runtimeapi.StartContai
 		return nil, errNoContainers
 	}
 	if err := s.containers.Start(ctx, req.GetContainerId()); err != nil {
-		return nil, containerError(err)
+		return nil, rpcError(err)
 	}
 	return &runtimeapi.StartContainerResponse{}, nil
 }

@@ -16,7 +16,7 @@ func (s *Server) ContainerStats(ctx context.Context, req *runtimeapi.ContainerSt
 	}
 	st, err := s.stats.ContainerStats(ctx, req.GetContainerId())
 	if err != nil {
-		return nil, statsError(err)
+		return nil, rpcError(err)
 	}
 	return &runtimeapi.ContainerStatsResponse{Stats: st}, nil
 }

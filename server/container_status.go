@@ -13,7 +13,7 @@ func (s *Server) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerS
 	}
 	st, info, err := s.containers.Status(ctx, req.GetContainerId(), req.GetVerbose())
 	if err != nil {
-		return nil, containerError(err)
+		return nil, rpcError(err)
 	}
 	return &runtimeapi.ContainerStatusResponse{Status: st, Info: info}, nil
 }

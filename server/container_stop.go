@@ -17,7 +17,7 @@ func (s *Server) StopContainer(ctx context.Context, req *runtimeapi.StopContaine
 		return nil, invalidf("timeout must not be negative")
 	}
 	if err := s.containers.Stop(ctx, req.GetContainerId(), seconds(req.GetTimeout())); err != nil {
-		return nil, containerError(err)
+		return nil, rpcError(err)
 	}
 	return &runtimeapi.StopContainerResponse{}, nil
 }

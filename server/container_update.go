@@ -12,7 +12,7 @@ func (s *Server) UpdateContainerResources(ctx context.Context, req *runtimeapi.U
 		return nil, errNoContainers
 	}
 	if err := s.containers.UpdateResources(ctx, req.GetContainerId(), req.GetLinux()); err != nil {
-		return nil, containerError(err)
+		return nil, rpcError(err)
 	}
 	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -10,8 +9,6 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-runtime/berth/container"
-	"github.com/berth-runtime/berth/internal/idindex"
-	"github.com/berth-runtime/berth/monitor"
 )
 
 // Containers is the container service, as *container.Service implements
@@ -30,30 +27,3 @@ type Containers interface {
 }
 
 var errNoContainers = status.Error(codes.Unimplemented, "containers are not enabled in this server")
-
-// containerError maps the container service's errors to gRPC codes.
-func containerError(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, container.ErrNotFound):
-		return status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, container.ErrInvalid), errors.Is(err, idindex.ErrAmbiguous):
-		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, container.ErrNameReserved):
-		return status.Error(codes.AlreadyExists, err.Error())
-	case errors.Is(err, container.ErrState):
-		return status.Error(codes.FailedPrecondition, err.Error())
-	case errors.Is(err, monitor.ErrVersion):
-		// The pod's monitor runs, in a protocol this berth does not speak.
-		return status.Error(codes.FailedPrecondition, err.Error())
-	case errors.Is(err, container.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
-		return status.Error(codes.DeadlineExceeded, err.Error())
-	case errors.Is(err, context.Canceled):
-		return status.Error(codes.Canceled, err.Error())
-	case diskFull(err):
-		return status.Error(codes.ResourceExhausted, err.Error())
-	default:
-		return status.Error(codes.Unknown, err.Error())
-	}
-}

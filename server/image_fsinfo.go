@@ -30,7 +30,7 @@ func (s *Server) ImageFsInfo(ctx context.Context, req *runtimeapi.ImageFsInfoReq
 	}
 	layers, err := s.stats.WritableLayers(ctx, u.Mountpoint)
 	if err != nil {
-		return nil, statsError(err)
+		return nil, rpcError(err)
 	}
 	if layers != nil {
 		resp.ContainerFilesystems = []*runtimeapi.FilesystemUsage{layers}

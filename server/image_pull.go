@@ -30,7 +30,7 @@ func (s *Server) PullImage(ctx context.Context, req *runtimeapi.PullImageRequest
 	}
 	id, err := s.images.Pull(ctx, ref, auth)
 	if err != nil {
-		return nil, imageError(err)
+		return nil, rpcError(err)
 	}
 	return &runtimeapi.PullImageResponse{ImageRef: id}, nil
 }

@@ -17,7 +17,7 @@ func (s *Server) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageReq
 		return nil, err
 	}
 	if err := s.images.Remove(ctx, ref); err != nil {
-		return nil, imageError(err)
+		return nil, rpcError(err)
 	}
 	return &runtimeapi.RemoveImageResponse{}, nil
 }

@@ -26,13 +26,13 @@ func (s *Server) ImageStatus(ctx context.Context, req *runtimeapi.ImageStatusReq
 		return &runtimeapi.ImageStatusResponse{}, nil
 	}
 	if err != nil {
-		return nil, imageError(err)
+		return nil, rpcError(err)
 	}
 	resp := &runtimeapi.ImageStatusResponse{Image: criImage(img)}
 	if req.GetVerbose() {
 		info, err := verboseImageInfo(img)
 		if err != nil {
-			return nil, imageError(err)
+			return nil, rpcError(err)
 		}
 		resp.Info = map[string]string{"info": info}
 	}

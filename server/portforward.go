@@ -21,7 +21,7 @@ func (s *Server) PortForward(ctx context.Context, req *runtimeapi.PortForwardReq
 	}
 	st, _, err := s.sandboxes.Status(ctx, req.GetPodSandboxId(), false)
 	if err != nil {
-		return nil, sandboxError(err)
+		return nil, rpcError(err)
 	}
 	if st.GetState() != runtimeapi.PodSandboxState_SANDBOX_READY {
 		return nil, status.Errorf(codes.FailedPrecondition, "pod sandbox %s is not ready", st.GetId())

@@ -15,7 +15,7 @@ func (s *Server) UpdateRuntimeConfig(ctx context.Context, req *runtimeapi.Update
 		return &runtimeapi.UpdateRuntimeConfigResponse{}, nil
 	}
 	if err := s.sandboxes.UpdatePodCIDR(ctx, cidr); err != nil {
-		return nil, sandboxError(err)
+		return nil, rpcError(err)
 	}
 	s.log.Info("pod CIDR updated", "pod_cidr", cidr)
 	return &runtimeapi.UpdateRuntimeConfigResponse{}, nil

@@ -16,7 +16,7 @@ func (s *Server) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePod
 		return nil, invalidf("pod_sandbox_id is required")
 	}
 	if err := s.sandboxes.Remove(ctx, req.GetPodSandboxId()); err != nil {
-		return nil, sandboxError(err)
+		return nil, rpcError(err)
 	}
 	return &runtimeapi.RemovePodSandboxResponse{}, nil
 }

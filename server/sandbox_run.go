@@ -36,7 +36,7 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	}
 	id, err := s.sandboxes.Run(ctx, req.GetConfig(), handler)
 	if err != nil {
-		return nil, sandboxError(err)
+		return nil, rpcError(err)
 	}
 	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: id}, nil
 }

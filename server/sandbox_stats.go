@@ -16,7 +16,7 @@ func (s *Server) PodSandboxStats(ctx context.Context, req *runtimeapi.PodSandbox
 	}
 	st, err := s.stats.PodSandboxStats(ctx, req.GetPodSandboxId())
 	if err != nil {
-		return nil, statsError(err)
+		return nil, rpcError(err)
 	}
 	return &runtimeapi.PodSandboxStatsResponse{Stats: st}, nil
 }

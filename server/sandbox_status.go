@@ -20,7 +20,7 @@ func (s *Server) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandbo
 	at := time.Now()
 	st, info, err := s.sandboxes.Status(ctx, req.GetPodSandboxId(), req.GetVerbose())
 	if err != nil {
-		return nil, sandboxError(err)
+		return nil, rpcError(err)
 	}
 	// With a timestamp set, the kubelet's Evented PLEG takes the pod's
 	// container statuses from this response instead of asking for each:

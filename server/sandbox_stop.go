@@ -15,7 +15,7 @@ func (s *Server) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSand
 		return nil, invalidf("pod_sandbox_id is required")
 	}
 	if err := s.sandboxes.Stop(ctx, req.GetPodSandboxId()); err != nil {
-		return nil, sandboxError(err)
+		return nil, rpcError(err)
 	}
 	return &runtimeapi.StopPodSandboxResponse{}, nil
 }

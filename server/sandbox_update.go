@@ -28,7 +28,7 @@ func (s *Server) UpdatePodSandboxResources(ctx context.Context, req *runtimeapi.
 		return nil, errNoSandboxes
 	}
 	if err := u.UpdateResources(ctx, req.GetPodSandboxId(), req.GetOverhead(), req.GetResources()); err != nil {
-		return nil, sandboxError(err)
+		return nil, rpcError(err)
 	}
 	return &runtimeapi.UpdatePodSandboxResourcesResponse{}, nil
 }

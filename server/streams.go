@@ -29,7 +29,7 @@ func (s *Server) runningContainer(ctx context.Context, id string) error {
 	}
 	st, _, err := s.containers.Status(ctx, id, false)
 	if err != nil {
-		return containerError(err)
+		return rpcError(err)
 	}
 	if st.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		return status.Errorf(codes.FailedPrecondition, "container %s is not running", st.GetId())

@@ -14,11 +14,12 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/berth-runtime/berth/internal/errdefs"
 	"github.com/berth-runtime/berth/internal/idindex"
 )
 
 // ErrNotFound wraps a request for a pod or container that does not exist.
-var ErrNotFound = errors.New("not found")
+var ErrNotFound = errdefs.New("not found", errdefs.ErrNotFound)
 
 // Container is what the collector needs to know of a container.
 type Container struct {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -86,10 +85,9 @@ func (l *latePods) Pod(ctx context.Context, id string) (*container.Pod, error) {
 	if m == nil {
 		return nil, fmt.Errorf("%w: pod sandbox %s (pods not loaded yet)", container.ErrNotFound, id)
 	}
+	// The sandbox service's errors carry their errdefs class, as the
+	// container service's do: they go to the server as they are.
 	info, err := m.Get(ctx, id)
-	if errors.Is(err, sandbox.ErrNotFound) {
-		return nil, fmt.Errorf("%w: pod sandbox %s", container.ErrNotFound, id)
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -132,12 +130,7 @@ type imagesAdapter struct{ s *image.Service }
 
 func (a imagesAdapter) Lease(ctx context.Context, holder, name string) (*container.Image, error) {
 	img, err := a.s.Lease(ctx, holder, name)
-	switch {
-	case errors.Is(err, image.ErrNotFound):
-		return nil, fmt.Errorf("%w: image %s", container.ErrNotFound, name)
-	case errors.Is(err, image.ErrInvalidReference):
-		return nil, fmt.Errorf("%w: image %s: %w", container.ErrInvalid, name, err)
-	case err != nil:
+	if err != nil {
 		return nil, err
 	}
 	return &container.Image{ID: img.ID, RepoTags: img.RepoTags, RepoDigests: img.RepoDigests, LowerDirs: img.LowerDirs(), Config: img.Config}, nil
@@ -150,11 +143,5 @@ func (a imagesAdapter) Holders() []string { return a.s.Holders() }
 
 func (a imagesAdapter) Pull(ctx context.Context, name string) error {
 	_, err := a.s.Pull(ctx, name, nil)
-	switch {
-	case errors.Is(err, image.ErrNotFound):
-		return fmt.Errorf("%w: image %s: %w", container.ErrNotFound, name, err)
-	case errors.Is(err, image.ErrInvalidReference):
-		return fmt.Errorf("%w: image %s: %w", container.ErrInvalid, name, err)
-	}
 	return err
 }

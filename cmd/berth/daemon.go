@@ -19,13 +19,19 @@ import (
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 
+	"github.com/berth-runtime/berth/container"
 	"github.com/berth-runtime/berth/image"
 	"github.com/berth-runtime/berth/internal/cgroup"
 	"github.com/berth-runtime/berth/internal/config"
 	"github.com/berth-runtime/berth/internal/events"
 	"github.com/berth-runtime/berth/internal/faultpoint"
+	"github.com/berth-runtime/berth/internal/steps"
 	"github.com/berth-runtime/berth/internal/tracing"
 	"github.com/berth-runtime/berth/internal/version"
+	podprocs "github.com/berth-runtime/berth/monitor/pods"
+	"github.com/berth-runtime/berth/network"
+	"github.com/berth-runtime/berth/nri"
+	"github.com/berth-runtime/berth/sandbox"
 	"github.com/berth-runtime/berth/server"
 	"github.com/berth-runtime/berth/stats"
 	"github.com/berth-runtime/berth/streaming"
@@ -116,6 +122,61 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 // serve runs the daemon until ctx is cancelled (SIGTERM/SIGINT) or serving
 // fails. Containers are not touched on the way out: they keep running.
 func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, notifySocket string) error {
+	d := &daemon{cfg: cfg, log: log}
+	defer d.close()
+	err := (&steps.Runner{}).Run(ctx,
+		steps.Step{Name: "claim state and socket", Do: d.claim},
+		steps.Step{Name: "tracing", Do: d.startTracing},
+		steps.Step{Name: "images", Do: d.startImages},
+		steps.Step{Name: "recover pods and containers", Do: d.recover},
+		steps.Step{Name: "NRI", Do: d.startNRI},
+		steps.Step{Name: "CRI server", Do: d.newServer},
+		steps.Step{Name: "metrics and admin", Do: d.listenMore},
+	)
+	if err != nil {
+		return err
+	}
+	return d.serve(ctx, notifySocket)
+}
+
+// daemon is berth from start to stop: what serve's steps made.
+type daemon struct {
+	cfg *config.Config
+	log *slog.Logger
+	// closers undo the steps done, last first, when serve returns.
+	closers []func()
+
+	sock          *socket
+	traces        *tracing.Provider
+	reg           *prometheus.Registry
+	faults        *faultpoint.Point
+	images        *image.Service
+	procs         *podprocs.Set
+	bus           *events.Bus
+	nri           *nri.NRI
+	containers    *container.Service
+	cni           *network.CNI
+	pods          *sandbox.Manager
+	streams       *streaming.Server
+	srv           *server.Server
+	metricsServer *http.Server
+	admin         *adminServer
+}
+
+func (d *daemon) onClose(f func()) { d.closers = append(d.closers, f) }
+
+func (d *daemon) close() {
+	for i := len(d.closers) - 1; i >= 0; i-- {
+		d.closers[i]()
+	}
+}
+
+// claim takes the state, the socket and the root. The socket is claimed
+// before recovery touches anything, so a daemon that is refused leaves the
+// running one's pods and containers alone. Clients that connect before
+// Serve wait in the listen backlog.
+func (d *daemon) claim(ctx context.Context) error {
+	cfg := d.cfg
 	// Once, before anything is touched: a node where the cgroup driver
 	// cannot work (systemd without D-Bus) fails here, not at every pod.
 	if err := cgroup.Driver(cfg.CgroupDriver).Check(ctx); err != nil {
@@ -126,188 +187,193 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, notifySock
 			return fmt.Errorf("create %s: %w", dir, err)
 		}
 	}
-	unlock, err := lockState(cfg.State)
-	if err != nil {
-		return err
+	for _, lock := range []func() (func(), error){
+		func() (func(), error) { return lockState(cfg.State) },
+		func() (func(), error) { return lockSocket(cfg.Address) },
+		func() (func(), error) { return lockRoot(cfg.Root) },
+	} {
+		unlock, err := lock()
+		if err != nil {
+			return err
+		}
+		d.onClose(unlock)
 	}
-	defer unlock()
-	// The socket is claimed before recovery touches anything, so a daemon
-	// that is refused leaves the running one's pods and containers alone.
-	// Clients that connect before Serve wait in the listen backlog.
-	unlockSocket, err := lockSocket(cfg.Address)
-	if err != nil {
-		return err
-	}
-	defer unlockSocket()
-	unlockRoot, err := lockRoot(cfg.Root)
-	if err != nil {
-		return err
-	}
-	defer unlockRoot()
 	sock, err := listenSocket(cfg.Address, cfg.SocketGroup)
 	if err != nil {
 		return err
 	}
-	defer sock.remove(log)
+	d.sock = sock
+	d.onClose(func() { sock.remove(d.log) })
+	return nil
+}
 
+func (d *daemon) startTracing(ctx context.Context) error {
+	cfg := d.cfg
 	traces, err := tracing.New(ctx, tracing.Options{
 		Enable: cfg.Tracing.Enable, Endpoint: cfg.Tracing.Endpoint, Insecure: cfg.Tracing.Insecure,
 		SamplingRatePerMillion: cfg.Tracing.SamplingRatePerMillion,
-		ServiceVersion:         version.Version, Logger: log,
+		ServiceVersion:         version.Version, Logger: d.log,
 	})
 	if err != nil {
 		return err
 	}
+	d.traces = traces
 	// Last out: the spans of the shutdown's calls are exported too.
-	defer func() {
+	d.onClose(func() {
 		sctx, cancel := context.WithTimeout(context.Background(), gracePeriod)
 		defer cancel()
 		if err := traces.Shutdown(sctx); err != nil {
-			log.Warn("export the last spans", "endpoint", cfg.Tracing.Endpoint, "error", err)
+			d.log.Warn("export the last spans", "endpoint", cfg.Tracing.Endpoint, "error", err)
 		}
-	}()
+	})
+	return nil
+}
 
-	reg := prometheus.NewRegistry()
-	metrics, err := server.NewMetrics(reg)
-	if err != nil {
-		return err
-	}
+func (d *daemon) startImages(ctx context.Context) (err error) {
+	d.reg = prometheus.NewRegistry()
 	// Crash tests arm one step (faultpoint.FromEnv); nil otherwise.
-	faults := faultpoint.FromEnv(log)
-	imageMetrics, err := image.NewMetrics(reg)
+	d.faults = faultpoint.FromEnv(d.log)
+	imageMetrics, err := image.NewMetrics(d.reg)
 	if err != nil {
 		return err
 	}
-	images, err := newImages(ctx, cfg, log, faults, imageMetrics)
-	if err != nil {
-		return err
-	}
+	d.images, err = newImages(ctx, d.cfg, d.log, d.faults, imageMetrics)
+	return err
+}
+
+// recover loads the containers' records first (a pod undone during its
+// recovery may hold an infra container), then adopts the pods, then
+// reattaches the containers through the pods' processes.
+func (d *daemon) recover(ctx context.Context) (err error) {
 	// The pods' own processes (the Go monitor or the C pod process): the
 	// sandbox service starts, adopts and stops them, the container
 	// service makes and watches its containers through them.
-	procs := newPodProcesses(cfg, log)
-	defer procs.Close()
-	// The containers' records are loaded first (a pod undone during its
-	// recovery may hold an infra container), then the pods are adopted,
-	// then the containers reattached through the pods' processes.
+	d.procs = newPodProcesses(d.cfg, d.log)
+	d.onClose(d.procs.Close)
 	// Lifecycle events go from the services to GetContainerEvents.
-	bus := events.NewBus()
+	d.bus = events.NewBus()
 	// NRI plugins hear of every pod and container; nil unless enabled.
-	nriAPI, err := newNRI(cfg, log)
+	if d.nri, err = newNRI(d.cfg, d.log); err != nil {
+		return err
+	}
+	late := &latePods{cfg: d.cfg}
+	d.containers, err = newContainers(ctx, d.cfg, late, d.procs, d.images, d.bus, d.nri, d.log, d.faults, d.traces.Tracer())
 	if err != nil {
 		return err
 	}
-	late := &latePods{cfg: cfg}
-	containers, err := newContainers(ctx, cfg, late, procs, images, bus, nriAPI, log, faults, traces.Tracer())
+	d.onClose(d.containers.Close)
+	d.cni, d.pods, err = newPods(ctx, d.cfg, d.log, d.containers, d.procs, d.bus, d.nri, d.faults, d.traces.Tracer())
 	if err != nil {
 		return err
 	}
-	defer containers.Close()
-	cni, pods, err := newPods(ctx, cfg, log, containers, procs, bus, nriAPI, faults, traces.Tracer())
-	if err != nil {
+	d.onClose(d.pods.Close)
+	late.set(d.pods)
+	return d.containers.Recover(ctx)
+}
+
+// startNRI starts the plugins before CRI is served, synchronised with the
+// pods and containers recovered.
+func (d *daemon) startNRI(context.Context) error {
+	if err := startNRI(d.nri, d.pods, d.containers); err != nil {
 		return err
 	}
-	defer pods.Close()
-	late.set(pods)
-	if err := containers.Recover(ctx); err != nil {
-		return err
-	}
-	// Before CRI is served: plugins start synchronised with the pods and
-	// containers recovered above.
-	if err := startNRI(nriAPI, pods, containers); err != nil {
-		return err
-	}
-	defer nriAPI.Stop()
-	streams, err := streaming.New(streaming.Options{
-		Address: cfg.StreamAddress, Containers: containers, Pods: pods, Logger: log,
+	d.onClose(func() { d.nri.Stop() })
+	return nil
+}
+
+func (d *daemon) newServer(context.Context) (err error) {
+	cfg, log := d.cfg, d.log
+	d.streams, err = streaming.New(streaming.Options{
+		Address: cfg.StreamAddress, Containers: d.containers, Pods: d.pods, Logger: log,
 	})
 	if err != nil {
 		return err
 	}
-	defer streams.Close()
+	d.onClose(func() { d.streams.Close() })
 	collector, err := stats.New(stats.Options{
-		Containers: containers, Pods: pods, LayerRoot: filepath.Join(cfg.Root, "containers"), Logger: log,
+		Containers: d.containers, Pods: d.pods, LayerRoot: filepath.Join(cfg.Root, "containers"), Logger: log,
 	})
 	if err != nil {
 		return err
 	}
-	srv, err := server.New(server.Options{
-		Config:           cfg,
-		Images:           images,
-		Network:          cni,
-		Sandboxes:        pods,
-		Containers:       containers,
-		Streams:          streams,
-		Stats:            collector,
-		Events:           bus,
-		Logger:           log,
-		Metrics:          metrics,
+	metrics, err := server.NewMetrics(d.reg)
+	if err != nil {
+		return err
+	}
+	d.srv, err = server.New(server.Options{
+		Config: cfg, Images: d.images, Network: d.cni, Sandboxes: d.pods, Containers: d.containers,
+		Streams: d.streams, Stats: collector, Events: d.bus, Logger: log, Metrics: metrics,
 		UserNamespaces:   probeUserNamespaces(cfg, log),
 		DebugPanicMethod: os.Getenv(debugPanicEnv),
-		GRPCOptions:      traces.ServerOptions(),
+		GRPCOptions:      d.traces.ServerOptions(),
 	})
-	if err != nil {
-		return err
-	}
+	return err
+}
 
-	var metricsServer *http.Server
-	if cfg.MetricsAddress != "" {
-		if metricsServer, err = serveMetrics(cfg.MetricsAddress, reg, log); err != nil {
+func (d *daemon) listenMore(context.Context) (err error) {
+	if d.cfg.MetricsAddress != "" {
+		if d.metricsServer, err = serveMetrics(d.cfg.MetricsAddress, d.reg, d.log); err != nil {
 			return err
 		}
 	}
-
-	adminSrv, err := listenAdmin(cfg.Address, images, log)
-	if err != nil {
+	if d.admin, err = listenAdmin(d.cfg.Address, d.images, d.log); err != nil {
 		return err
 	}
-	defer adminSrv.close(log)
+	d.onClose(func() { d.admin.close(d.log) })
+	return nil
+}
 
-	g := srv.GRPCServer()
+// serve serves CRI, streaming and the admin API until ctx ends or one of
+// them fails, then stops.
+func (d *daemon) serve(ctx context.Context, notifySocket string) error {
+	cfg, log, g := d.cfg, d.log, d.srv.GRPCServer()
 	serveErr := make(chan error, 3)
 	go func() {
-		if err := g.Serve(sock.listener); err != nil {
+		if err := g.Serve(d.sock.listener); err != nil {
 			serveErr <- fmt.Errorf("serve CRI on %s: %w", cfg.Address, err)
 		}
 	}()
 	go func() {
-		if err := streams.Serve(); err != nil {
+		if err := d.streams.Serve(); err != nil {
 			serveErr <- err
 		}
 	}()
 	go func() {
-		if err := adminSrv.serve(); err != nil {
+		if err := d.admin.serve(); err != nil {
 			serveErr <- err
 		}
 	}()
 	log.Info("berth serving CRI", "address", cfg.Address, "version", version.Version,
-		"root", cfg.Root, "state", cfg.State, "cgroup_driver", cfg.CgroupDriver, "metrics_address", cfg.MetricsAddress, "stream_address", streams.Addr())
+		"root", cfg.Root, "state", cfg.State, "cgroup_driver", cfg.CgroupDriver, "metrics_address", cfg.MetricsAddress, "stream_address", d.streams.Addr())
 	// For a Type=notify unit: the pods are adopted and CRI is served, so
 	// whatever is ordered after berth (the kubelet) may start.
 	if err := notifyReady(notifySocket); err != nil {
 		log.Warn("tell systemd berth is ready", "error", err)
 	}
-
 	select {
 	case err := <-serveErr:
 		return err
 	case <-ctx.Done():
 	}
 	log.Info("berth shutting down")
+	d.stop(g)
+	return nil
+}
+
+func (d *daemon) stop(g *grpc.Server) {
 	stopGRPC(g, gracePeriod)
 	// Layers published before their flush are made durable before berth
 	// exits: after a clean stop and a reboot they would be pulled again.
 	flushCtx, cancelFlush := context.WithTimeout(context.Background(), flushGrace)
 	defer cancelFlush()
-	if err := images.Flush(flushCtx); err != nil {
-		log.Warn("flush the layers pulled last (they are pulled again after a reboot)", "error", err)
+	if err := d.images.Flush(flushCtx); err != nil {
+		d.log.Warn("flush the layers pulled last (they are pulled again after a reboot)", "error", err)
 	}
-	if metricsServer != nil {
+	if d.metricsServer != nil {
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), gracePeriod)
 		defer cancel()
-		_ = metricsServer.Shutdown(shutdownCtx)
+		_ = d.metricsServer.Shutdown(shutdownCtx)
 	}
-	return nil
 }
 
 func stopGRPC(g *grpc.Server, grace time.Duration) {

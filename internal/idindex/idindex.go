@@ -13,14 +13,16 @@ import (
 	"iter"
 	"slices"
 	"strings"
+
+	"github.com/berth-runtime/berth/internal/errdefs"
 )
 
 var (
 	// ErrNotFound: no id is, or begins with, the one asked for.
-	ErrNotFound = errors.New("no such id")
+	ErrNotFound = errdefs.New("no such id", errdefs.ErrNotFound)
 	// ErrAmbiguous: several ids begin with the one asked for. Every
 	// *AmbiguousError is one.
-	ErrAmbiguous = errors.New("ambiguous id prefix")
+	ErrAmbiguous = errdefs.New("ambiguous id prefix", errdefs.ErrInvalidArgument)
 )
 
 // listed caps the candidates an error names: a one-digit prefix on a busy
@@ -42,8 +44,8 @@ func (e *AmbiguousError) Error() string {
 	return fmt.Sprintf("id prefix %q is ambiguous: %d ids begin with it: %s%s", e.Prefix, len(e.IDs), strings.Join(ids, ", "), more)
 }
 
-// Is makes errors.Is(err, ErrAmbiguous) hold.
-func (e *AmbiguousError) Is(target error) bool { return target == ErrAmbiguous }
+// Is makes errors.Is(err, ErrAmbiguous) hold, and so that of its class.
+func (e *AmbiguousError) Is(target error) bool { return errors.Is(ErrAmbiguous, target) }
 
 // Find returns the id and value of all whose id is id, or else of the
 // only one id is a prefix of. An empty id, or one no id begins with, is

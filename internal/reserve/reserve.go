@@ -21,6 +21,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/berth-runtime/berth/internal/errdefs"
 )
 
 // NewID returns a new object id: 64 hex digits (256 random bits), the form
@@ -35,7 +37,7 @@ var (
 	// ErrTaken: the name belongs to an object that exists and was already
 	// handed to a caller (a duplicate, not a retry), or to one whose
 	// create failed and could not be undone, kept until it is removed.
-	ErrTaken = errors.New("name is reserved")
+	ErrTaken = errdefs.New("name is reserved", errdefs.ErrAlreadyExists)
 	// ErrKept: errors.Is holds for every error made by Kept.
 	ErrKept = errors.New("kept for cleanup")
 )
