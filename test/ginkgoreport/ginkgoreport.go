@@ -15,8 +15,7 @@ import (
 
 // report is the part of ginkgo's types.Report read here.
 type report struct {
-	SuiteSucceeded bool
-	SpecReports    []struct {
+	SpecReports []struct {
 		ContainerHierarchyTexts []string
 		LeafNodeType            string
 		LeafNodeText            string
@@ -37,6 +36,7 @@ type report struct {
 // pending) was selected and skipped itself. A suite node (BeforeSuite,
 // AfterSuite ...) that did not pass is a failure.
 type Summary struct {
+	Suites                               int // the report's suites: 0 if ginkgo ran none
 	Passed, Failed, Skipped, NotSelected int
 	// PassedNames and NotSelectedNames are the specs' full names
 	// (containers and leaf) in the report's order.
@@ -52,11 +52,20 @@ func Read(path string) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	var reports []report
-	if err := json.Unmarshal(data, &reports); err != nil {
+	s, err := Parse(data)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	s := &Summary{}
+	return s, nil
+}
+
+// Parse reads a JSON report's text.
+func Parse(data []byte) (*Summary, error) {
+	var reports []report
+	if err := json.Unmarshal(data, &reports); err != nil {
+		return nil, err
+	}
+	s := &Summary{Suites: len(reports)}
 	for _, r := range reports {
 		for _, spec := range r.SpecReports {
 			name := strings.TrimSpace(strings.Join(append(append([]string(nil), spec.ContainerHierarchyTexts...), spec.LeafNodeText), " "))

@@ -49,6 +49,9 @@ func TestRead(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if s.Suites != 1 {
+				t.Errorf("suites = %d, want 1", s.Suites)
+			}
 			if s.Passed != tc.passed || s.Failed != tc.failed || s.Skipped != tc.skipped || s.NotSelected != tc.notSelCnt {
 				t.Errorf("passed %d failed %d skipped %d not selected %d; want %d %d %d %d",
 					s.Passed, s.Failed, s.Skipped, s.NotSelected, tc.passed, tc.failed, tc.skipped, tc.notSelCnt)
@@ -75,6 +78,13 @@ func TestReadErrors(t *testing.T) {
 				t.Errorf("err = %v, want one naming %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestParseNoSuite(t *testing.T) {
+	s, err := Parse([]byte("[]"))
+	if err != nil || s.Suites != 0 || s.Passed+s.Failed+s.Skipped+s.NotSelected != 0 {
+		t.Errorf("Parse([]) = %+v, %v; want no suite and no spec", s, err)
 	}
 }
 
