@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/berth-runtime/berth/test/hostcheck"
+	"github.com/berth-runtime/berth/test/runtimeharness"
 )
 
 // berth is the daemon under test, on temp roots under work.
@@ -17,7 +17,7 @@ type berth struct {
 	cgroupDriver                   string // empty: berth's default
 	podProcess                     string // empty: berth's default
 
-	process
+	runtimeharness.Daemon
 }
 
 func (b *berth) socket() string    { return filepath.Join(b.work, "berth.sock") }
@@ -32,60 +32,61 @@ func (b *berth) cgroupParent() string { return "berth" }
 
 // ids are the pods berth's log names and every object its state dir
 // still holds.
-func (b *berth) ids() map[string]bool { return idsIn(b.logPath(), b.stateDir()) }
+func (b *berth) ids() map[string]bool { return runtimeharness.IDsIn(b.logPath(), b.stateDir()) }
 
 // mirrored are the registries critest's hard-coded image names use; the
 // test registry holds them all (repositories named as upstream's minus the
 // host, hack/mkimage).
 var mirrored = []string{"docker.io", "registry.k8s.io", "k8s.gcr.io", "gcr.io", "public.ecr.aws"}
 
+// nri is the NRI section both runtimes get: a socket of this run's own
+// (critest's NRI specs connect their plugins to it) and no pre-installed
+// plugins. The specs hold a plugin's Synchronize open for 2 s, NRI's
+// default request timeout: a longer one keeps that plugin connected
+// (docs/nri.md).
+func nri(work string) *runtimeharness.NRI {
+	return &runtimeharness.NRI{
+		Socket: filepath.Join(work, "nri.sock"), PluginPath: filepath.Join(work, "nri/plugins"),
+		PluginConfigPath: filepath.Join(work, "nri/conf.d"), RequestTimeout: "10s",
+	}
+}
+
 func (b *berth) config() string {
-	var c strings.Builder
-	fmt.Fprintf(&c, "address = %q\nroot = %q\nstate = %q\nlog_level = \"info\"\n", b.socket(), filepath.Join(b.work, "root"), b.stateDir())
-	if b.cgroupDriver != "" {
-		fmt.Fprintf(&c, "cgroup_driver = %q\n", b.cgroupDriver)
-	}
-	if b.podProcess != "" {
-		fmt.Fprintf(&c, "pod_process = %q\n", b.podProcess)
-	}
-	c.WriteString("\n")
-	fmt.Fprintf(&c, "[cni]\nconf_dir = %q\nbin_dirs = [%q]\ndefault_network = true\ndefault_bridge = %q\ndefault_subnet = %q\n\n", filepath.Join(b.work, "cni"), b.cniBinDir, bridge, subnet)
-	// NRI on a socket of this run's own (critest's NRI specs connect their
-	// plugins to it) and no pre-installed plugins. The specs hold a
-	// plugin's Synchronize open for 2 s, NRI's default request timeout: a
-	// longer one keeps that plugin connected (docs/nri.md).
-	fmt.Fprintf(&c, "[nri]\nenable = true\nsocket_path = %q\nplugin_path = %q\nplugin_config_path = %q\nplugin_request_timeout = \"10s\"\n\n",
-		b.nriSocket(), filepath.Join(b.work, "nri/plugins"), filepath.Join(b.work, "nri/conf.d"))
-	for _, h := range mirrored {
-		fmt.Fprintf(&c, "[registries.%q]\nmirrors = [%q]\n", h, "http://"+b.registry)
-	}
-	return c.String()
+	return runtimeharness.BerthConfig{
+		Socket: b.socket(), Root: filepath.Join(b.work, "root"), State: b.stateDir(), LogLevel: "info",
+		CgroupDriver: b.cgroupDriver, PodProcess: b.podProcess,
+		CNIConfDir: filepath.Join(b.work, "cni"), CNIBinDir: b.cniBinDir, DefaultBridge: bridge, DefaultSubnet: subnet,
+		NRI: nri(b.work), Registry: b.registry, Mirrored: mirrored,
+	}.TOML()
 }
 
 // start writes the config (a copy goes to logs), starts the daemon and
 // waits up to 30 s for it to answer on its socket.
 func (b *berth) start(ctx context.Context, log *slog.Logger, logs string) error {
 	cfg := filepath.Join(b.work, "config.toml")
-	if err := os.WriteFile(cfg, []byte(b.config()), 0o644); err != nil {
+	if err := runtimeharness.WriteConfig(cfg, []byte(b.config()), filepath.Join(logs, "config.toml")); err != nil {
 		return err
 	}
-	copyFile(cfg, filepath.Join(logs, "config.toml"))
-	out, err := os.Create(b.logPath())
-	if err != nil {
+	b.Daemon = runtimeharness.Daemon{Name: "berth", Argv: []string{b.bin, "--config", cfg}, Endpoint: b.endpoint(), LogPath: b.logPath(), ReadyIn: 30 * time.Second}
+	if err := b.Start(ctx); err != nil {
 		return err
 	}
-	defer out.Close()
-	cmd := exec.Command(b.bin, "--config", cfg)
-	cmd.Stdout, cmd.Stderr = out, out
-	b.name = "berth"
-	if err := b.startAndWait(ctx, cmd, b.endpoint(), 30*time.Second); err != nil {
-		return err
-	}
-	version, _ := exec.Command(b.bin, "-version").Output()
-	first, _, _ := strings.Cut(string(version), "\n")
-	log.Info("berth started", "version", first, "pid", b.cmd.Process.Pid, "socket", b.socket(), "registry", b.registry)
+	version, _, _ := strings.Cut(runtimeharness.Version(b.bin, "-version"), "\n")
+	log.Info("berth started", "version", version, "pid", b.Pid(), "socket", b.socket(), "registry", b.registry)
 	return nil
 }
 
 // stop removes what the specs left and stops berth (SIGKILL after 15 s).
-func (b *berth) stop(log *slog.Logger) int { return b.process.stop(log, b.endpoint(), 15*time.Second) }
+func (b *berth) stop(log *slog.Logger) int { return b.Stop(log, 15*time.Second, removeLeft(log)) }
+
+// removeLeft removes whatever a failed spec left (containers, then pods).
+// That is not a leak by itself: what a removal fails to undo is found by
+// the host check afterwards.
+func removeLeft(log *slog.Logger) func(endpoint string) int {
+	return func(endpoint string) int {
+		if found, failed := hostcheck.RemovePods(context.Background(), log, endpoint); found > 0 {
+			log.Info("removed what the specs left", "containers_and_pods", found, "failed", failed)
+		}
+		return 0
+	}
+}

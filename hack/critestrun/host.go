@@ -14,6 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-runtime/berth/test/hostcheck"
+	"github.com/berth-runtime/berth/test/kubehost"
+	"github.com/berth-runtime/berth/test/runtimeharness"
 )
 
 // host is what was there before the run, so that what the run left can be
@@ -32,13 +34,7 @@ func snapshotHost(work, parent string) *host {
 
 // parentDirs lists the parent's directories that exist: one per v1
 // hierarchy, or the one of the unified hierarchy.
-func parentDirs(parent string) []string {
-	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*", parent))
-	if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", parent, "cgroup.procs")); err == nil {
-		dirs = append(dirs, filepath.Join("/sys/fs/cgroup", parent))
-	}
-	return dirs
-}
+func parentDirs(parent string) []string { return kubehost.CgroupDirs("/" + parent) }
 
 // childCgroups lists the cgroups directly under the parent, in every hierarchy.
 func childCgroups(parent string) []string {
@@ -88,33 +84,57 @@ func shmSegments(keep func(size, attached int) bool) []int {
 // specs make on the host with ipcmk and never remove are removed without
 // counting: they are not berth's.
 func (h *host) clean(log *slog.Logger, b runtime) int {
-	leaks := 0
-	leak := func(what string, args ...any) {
-		log.Error("LEAK: "+what, args...)
-		leaks++
+	leaks := runtimeharness.NewLeaks(log)
+	leaks.KillProcs(hostcheck.ProcsNaming(h.work))
+	h.cleanCgroups(leaks, b.ids())
+	leaks.Unmount(hostcheck.MountsUnder(h.work), nil)
+	if ports, err := os.ReadDir(filepath.Join("/sys/class/net", bridge, "brif")); err == nil {
+		for _, p := range ports {
+			leaks.Add("interface on the bridge", "bridge", bridge, "interface", p.Name())
+		}
+		if out, err := exec.Command("ip", "link", "del", bridge).CombinedOutput(); err != nil {
+			leaks.Add("bridge not deleted", "bridge", bridge, "error", strings.TrimSpace(string(out)))
+		}
 	}
-	for _, pid := range hostcheck.ProcsNaming(h.work) {
-		leak("process", "pid", pid, "cmdline", hostcheck.Cmdline(pid))
-		_ = unix.Kill(pid, unix.SIGKILL)
+	// Bridge masquerade and portmap DNAT rules name the subnet.
+	prefix := strings.TrimSuffix(subnet, "0.0/16")
+	if rules, err := exec.Command("iptables-save").Output(); err == nil {
+		for _, r := range strings.Split(string(rules), "\n") {
+			if strings.Contains(r, prefix) {
+				leaks.Add("iptables rule", "rule", r)
+			}
+		}
 	}
-	// A new cgroup whose id the runtime never named is only reported: it
-	// may be another runtime's (a berth of hack/run on the same parent).
-	named := b.ids()
+	for _, id := range shmSegments(func(size, attached int) bool { return size == 1<<20 && attached == 0 }) {
+		if !slices.Contains(h.shm, id) {
+			_, _ = unix.SysvShmCtl(id, unix.IPC_RMID, nil)
+		}
+	}
+	leaks.RemoveWorkDir(h.work)
+	return leaks.Count()
+}
+
+// cleanCgroups removes the new cgroups under the parent and kills what
+// runs in them, each a leak. A new cgroup whose id the runtime never named
+// is only reported: it may be another runtime's (a berth of hack/run on
+// the same parent).
+func (h *host) cleanCgroups(leaks *runtimeharness.Leaks, named map[string]bool) {
 	for _, d := range childCgroups(h.parent) {
 		if slices.Contains(h.cgroups, d) {
 			continue
 		}
 		if !named[filepath.Base(d)] {
-			leak("cgroup not named by the runtime under test (left alone; another runtime's?)", "cgroup", d)
+			leaks.Add("cgroup not named by the runtime under test (left alone; another runtime's?)", "cgroup", d)
 			continue
 		}
 		procs, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		var pids []int
 		for _, p := range strings.Fields(string(procs)) {
 			pid, _ := strconv.Atoi(p)
-			leak("process in a cgroup", "pid", pid, "cmdline", hostcheck.Cmdline(pid), "cgroup", d)
-			_ = unix.Kill(pid, unix.SIGKILL)
+			pids = append(pids, pid)
 		}
-		leak("cgroup", "cgroup", d)
+		leaks.KillProcs(pids)
+		leaks.Add("cgroup", "cgroup", d)
 		for i := 0; i < 20 && os.Remove(d) != nil; i++ {
 			time.Sleep(100 * time.Millisecond)
 		}
@@ -124,36 +144,4 @@ func (h *host) clean(log *slog.Logger, b runtime) int {
 			_ = os.Remove(p)
 		}
 	}
-	for _, m := range hostcheck.MountsUnder(h.work) {
-		leak("mount", "path", m)
-		_ = unix.Unmount(m, unix.MNT_DETACH)
-	}
-	if ports, err := os.ReadDir(filepath.Join("/sys/class/net", bridge, "brif")); err == nil {
-		for _, p := range ports {
-			leak("interface on the bridge", "bridge", bridge, "interface", p.Name())
-		}
-		if out, err := exec.Command("ip", "link", "del", bridge).CombinedOutput(); err != nil {
-			leak("bridge not deleted", "bridge", bridge, "error", strings.TrimSpace(string(out)))
-		}
-	}
-	// Bridge masquerade and portmap DNAT rules name the subnet.
-	prefix := strings.TrimSuffix(subnet, "0.0/16")
-	if rules, err := exec.Command("iptables-save").Output(); err == nil {
-		for _, r := range strings.Split(string(rules), "\n") {
-			if strings.Contains(r, prefix) {
-				leak("iptables rule", "rule", r)
-			}
-		}
-	}
-	for _, id := range shmSegments(func(size, attached int) bool { return size == 1<<20 && attached == 0 }) {
-		if !slices.Contains(h.shm, id) {
-			_, _ = unix.SysvShmCtl(id, unix.IPC_RMID, nil)
-		}
-	}
-	if len(hostcheck.MountsUnder(h.work)) > 0 {
-		leak("mounts remain: the temp dir is kept", "dir", h.work)
-	} else {
-		_ = os.RemoveAll(h.work)
-	}
-	return leaks
 }

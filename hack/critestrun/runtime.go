@@ -4,8 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"path/filepath"
-	"regexp"
 )
 
 // runtime is the CRI runtime under test, on temp roots under its work dir.
@@ -32,29 +30,4 @@ func newRuntime(e env, work string) runtime {
 		return &containerd{dir: e.containerdDir, runc: e.runc, work: work, cniBinDir: e.cniBinDir, registry: e.registry, cgroupDriver: e.cgroupDriver}
 	}
 	return &berth{bin: e.berth, work: work, cniBinDir: e.cniBinDir, registry: e.registry, cgroupDriver: e.cgroupDriver, podProcess: os.Getenv("BERTH_CRITEST_POD_PROCESS")}
-}
-
-var objectID = regexp.MustCompile(`[0-9a-f]{64}`)
-
-// idsIn lists the 64-hex ids named in a log and in the names of the
-// files under dir (a state dir names every object not removed).
-func idsIn(logPath, dir string) map[string]bool {
-	ids := map[string]bool{}
-	if logText, err := os.ReadFile(logPath); err == nil {
-		for _, id := range objectID.FindAllString(string(logText), -1) {
-			ids[id] = true
-		}
-	}
-	if dir == "" {
-		return ids
-	}
-	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil {
-			for _, id := range objectID.FindAllString(d.Name(), -1) {
-				ids[id] = true
-			}
-		}
-		return nil
-	})
-	return ids
 }

@@ -7,14 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
-	"syscall"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/berth-runtime/berth/test/hostcheck"
 	"github.com/berth-runtime/berth/test/kubehost"
+	"github.com/berth-runtime/berth/test/runtimeharness"
 )
 
 // The benchmark's addresses: the pods' subnet (a /22: 250 pods and the
@@ -28,12 +25,6 @@ const (
 	nodeAddr  = "10.216.255.1"
 )
 
-// The kernel settings the kubelet's container manager writes.
-var kubeletSysctls = []string{
-	"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
-	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
-}
-
 // Host paths a kubelet writes whatever its --root-dir: the device plugin
 // dir and the legacy log links. (containerd's netns pins are under the work
 // dir: netns_mounts_under.)
@@ -41,9 +32,7 @@ var hostDirs = []string{"/var/lib/kubelet", "/var/log/containers"}
 
 // host is what of the machine a run may change, recorded before it.
 type host struct {
-	sysctls map[string]string
-	chains  map[string]bool
-	entries map[string]bool
+	kubelet *runtimeharness.KubeletHost
 	cgroup  string // the kubelet's cgroupRoot, made by the run
 	work    string
 }
@@ -54,64 +43,17 @@ func snapshotHost(work, cgroup string) (*host, error) {
 			return nil, fmt.Errorf("link %s exists: another density run is up, or one was killed (ip link del %s)", l, l)
 		}
 	}
-	if err := netFree(); err != nil {
+	if err := runtimeharness.NetFree(netPrefix); err != nil {
 		return nil, err
 	}
-	h := &host{sysctls: map[string]string{}, chains: map[string]bool{}, entries: walk(hostDirs), cgroup: cgroup, work: work}
-	for _, k := range kubeletSysctls {
-		b, err := os.ReadFile("/proc/sys/" + k)
-		if err != nil {
-			return nil, fmt.Errorf("read sysctl: %w", err)
-		}
-		h.sysctls[k] = strings.TrimSpace(string(b))
+	k, err := runtimeharness.SnapshotKubeletHost(hostDirs...)
+	if err != nil {
+		return nil, err
 	}
-	for _, c := range kubehost.KubeChains() {
-		h.chains[c] = true
-	}
-	return h, nil
+	return &host{kubelet: k, cgroup: cgroup, work: work}, nil
 }
 
-// netFree fails if an address or route of the host is in 10.216.0.0/16.
-func netFree() error {
-	for _, args := range [][]string{{"-o", "-4", "addr"}, {"-4", "route", "show", "table", "all"}} {
-		out, err := exec.Command("ip", args...).Output()
-		if err != nil {
-			return fmt.Errorf("ip %s: %w", strings.Join(args, " "), err)
-		}
-		for _, line := range strings.Split(string(out), "\n") {
-			if strings.Contains(line, " "+netPrefix) || strings.HasPrefix(line, netPrefix) {
-				return fmt.Errorf("10.216.0.0/16 is in use on this host (%s)", line)
-			}
-		}
-	}
-	return nil
-}
-
-func walk(dirs []string) map[string]bool {
-	m := map[string]bool{}
-	for _, dir := range dirs {
-		filepath.WalkDir(dir, func(p string, _ os.DirEntry, err error) error {
-			if err == nil {
-				m[p] = true
-			}
-			return nil
-		})
-	}
-	return m
-}
-
-func makeNodeIP() error {
-	for _, args := range [][]string{
-		{"link", "add", nodeLink, "type", "bridge"}, // no dummy module on this kernel
-		{"addr", "add", nodeAddr + "/32", "dev", nodeLink},
-		{"link", "set", nodeLink, "up"},
-	} {
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	return nil
-}
+func makeNodeIP() error { return runtimeharness.AddNodeIP(nodeLink, nodeAddr) }
 
 // makeCgroupRoot creates the kubelet's cgroupRoot in every hierarchy, as
 // the kubelet wants it to exist; cpuset gets its parent's cpus and mems.
@@ -146,74 +88,24 @@ func makeCgroupRoot(path string) error {
 // always leaves -- its sysctls, chains, device-plugin dir -- is undone
 // without counting). Every step runs.
 func (h *host) restore(log *slog.Logger) int {
-	leaks := 0
-	leak := func(msg string, args ...any) { log.Error("LEAK: "+msg, args...); leaks++ }
-	for _, pid := range procsOf(h.work, h.cgroup) {
-		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		leak("process left: killed", "pid", pid, "cmdline", strings.ReplaceAll(strings.TrimSpace(string(cmd)), "\x00", " "))
-		syscall.Kill(pid, syscall.SIGKILL)
-	}
+	leaks := runtimeharness.NewLeaks(log)
+	leaks.KillProcs(procsOf(h.work, h.cgroup))
 	// The kubelet's bind mount of its root dir onto itself (made shared)
 	// it never undoes: not counted. The state tmpfs is the run's own.
-	for _, m := range hostcheck.MountsUnder(h.work) {
-		if !strings.HasSuffix(m, "/kubelet") && m != filepath.Join(h.work, "run") {
-			leak("mount left: unmounted", "path", m)
-		}
-		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil {
-			leak("could not unmount", "path", m, "error", err)
-		}
+	leaks.Unmount(hostcheck.MountsUnder(h.work), func(m string) bool {
+		return strings.HasSuffix(m, "/kubelet") || m == filepath.Join(h.work, "run")
+	})
+	h.kubelet.Restore(leaks, leaks.Add)
+	leaks.AddLogged(kubehost.RemoveCgroupPath(log, h.cgroup))
+	if err := leaks.DeleteNATRules(netPrefix); err != nil {
+		leaks.Add("delete nat rules", "error", err)
 	}
-	for k, v := range h.sysctls {
-		b, _ := os.ReadFile("/proc/sys/" + k)
-		if strings.TrimSpace(string(b)) != v {
-			if err := os.WriteFile("/proc/sys/"+k, []byte(v), 0o644); err != nil {
-				leak("sysctl not restored", "key", k, "value", v, "error", err)
-			}
-		}
-	}
-	for _, c := range kubehost.KubeChains() {
-		if !h.chains[c] {
-			if err := kubehost.DeleteChain(c); err != nil {
-				leak("delete chain", "chain", c, "error", err)
-			}
-		}
-	}
-	var created []string
-	for p := range walk(hostDirs) {
-		if !h.entries[p] {
-			created = append(created, p)
-		}
-	}
-	slices.SortFunc(created, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
-	for _, p := range created {
-		if err := os.RemoveAll(p); err != nil {
-			leak("could not remove", "path", p, "error", err)
-		}
-	}
-	leaks += kubehost.RemoveCgroupPath(log, h.cgroup)
-	rules, err := kubehost.DeleteNATRulesNaming(netPrefix)
-	if err != nil {
-		leak("delete nat rules", "error", err)
-	}
-	for _, r := range rules {
-		leak("iptables rule naming the pod subnet left: deleted", "rule", r)
-	}
-	for _, l := range []string{podBridge, nodeLink} {
-		if _, err := net.InterfaceByName(l); err == nil {
-			if out, err := exec.Command("ip", "link", "del", l).CombinedOutput(); err != nil {
-				leak("could not delete link", "link", l, "error", err, "out", string(out))
-			}
-		}
-	}
+	leaks.DeleteLinks(podBridge, nodeLink)
 	if out, _ := exec.Command("ip", "-o", "link", "show", "master", podBridge).Output(); len(out) > 0 {
-		leak("veths left on the pod bridge", "links", string(out))
+		leaks.Add("veths left on the pod bridge", "links", string(out))
 	}
-	if len(hostcheck.MountsUnder(h.work)) == 0 {
-		os.RemoveAll(h.work)
-	} else {
-		leak("mounts remain under the work dir: kept", "dir", h.work)
-	}
-	return leaks
+	leaks.RemoveWorkDir(h.work)
+	return leaks.Count()
 }
 
 // procsOf lists the processes whose command line names the work dir

@@ -42,7 +42,7 @@ func freePort() (int, error) {
 // IP, no evictions or image GC on this shared machine) with maxPods as
 // asked, and waits until it serves /pods.
 func startKubelet(ctx context.Context, o *options, d *daemon, work, cgroupRoot string) (*kubelet, error) {
-	k := &kubelet{dir: filepath.Join(work, "kubelet"), manifests: filepath.Join(work, "manifests"), log: filepath.Join(o.out, d.name+"-kubelet.log")}
+	k := &kubelet{dir: filepath.Join(work, "kubelet"), manifests: filepath.Join(work, "manifests"), log: filepath.Join(o.out, d.Name+"-kubelet.log")}
 	for _, p := range []string{k.dir, k.manifests, filepath.Join(work, "pods")} {
 		if err := os.MkdirAll(p, 0o755); err != nil {
 			return nil, err

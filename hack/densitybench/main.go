@@ -18,6 +18,7 @@ package main
 
 import (
 	"github.com/berth-runtime/berth/test/kubehost"
+	"github.com/berth-runtime/berth/test/runtimeharness"
 
 	"context"
 	"encoding/json"
@@ -26,7 +27,6 @@ import (
 	"log/slog"
 	"math"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"sort"
@@ -223,22 +223,19 @@ func run(ctx context.Context, log *slog.Logger, o *options, name string) (r *res
 		return r, err
 	}
 	var d *daemon
-	var argv []string
 	switch name {
 	case "berth":
-		d, argv, err = berthDaemon(o, work)
+		d, err = berthDaemon(o, work)
 	case "containerd":
-		d, argv, err = containerdDaemon(o, work)
+		d, err = containerdDaemon(o, work)
 	default:
 		err = fmt.Errorf("unknown runtime %q (berth, containerd)", name)
 	}
 	if err != nil {
 		return r, err
 	}
-	if v, err := exec.Command(argv[0], "--version").Output(); err == nil {
-		r.Version = strings.TrimSpace(string(v))
-	}
-	if err := d.start(ctx, o, argv, work); err != nil {
+	r.Version = runtimeharness.Version(d.Argv[0], "--version")
+	if err := d.Start(ctx); err != nil {
 		return r, err
 	}
 	defer func() { r.Leaks += d.stop(log) }()

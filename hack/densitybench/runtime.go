@@ -5,12 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/berth-runtime/berth/test/runtimeharness"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -21,16 +20,12 @@ import (
 // on a node), the benchmark's CNI network, and registry mirrors for
 // docker.io and registry.k8s.io to the local registry.
 type daemon struct {
-	name   string
-	sock   string
 	images []string // pulled before the kubelet starts (not timed)
-	cmd    *exec.Cmd
-	done   chan struct{}
-	log    string
+	runtimeharness.Daemon
 }
 
-func (d *daemon) endpoint() string { return "unix://" + d.sock }
-func (d *daemon) pid() int         { return d.cmd.Process.Pid }
+func (d *daemon) endpoint() string { return d.Endpoint }
+func (d *daemon) pid() int         { return d.Pid() }
 
 // writeCNI writes the network both runtimes use: a bridge with
 // host-local on a /22, no masquerade (nothing leaves the host), as
@@ -53,23 +48,20 @@ func writeCNI(dir, ipam string) error {
 	return os.WriteFile(filepath.Join(dir, "10-bdens.conflist"), []byte(conf), 0o644)
 }
 
-func berthDaemon(o *options, work string) (*daemon, []string, error) {
-	d := &daemon{name: "berth", sock: filepath.Join(work, "run", "berth.sock"), images: []string{busybox}}
-	cfg := fmt.Sprintf(`address = %q
-root = %q
-state = %q
-[cni]
-conf_dir = %q
-bin_dirs = [%q]
-`, d.sock, filepath.Join(work, "berth-root"), filepath.Join(work, "run", "berth-state"), filepath.Join(work, "net.d"), o.cniBinDir)
-	for _, h := range []string{"docker.io", "registry.k8s.io"} {
-		cfg += fmt.Sprintf("[registries.%q]\nmirrors = [\"http://%s\"]\n", h, o.registry)
+// mirrored are the registries the pods' images name.
+var mirrored = []string{"docker.io", "registry.k8s.io"}
+
+func berthDaemon(o *options, work string) (*daemon, error) {
+	sock := filepath.Join(work, "run", "berth.sock")
+	cfg := runtimeharness.BerthConfig{
+		Socket: sock, Root: filepath.Join(work, "berth-root"), State: filepath.Join(work, "run", "berth-state"),
+		CNIConfDir: filepath.Join(work, "net.d"), CNIBinDir: o.cniBinDir, Registry: o.registry, Mirrored: mirrored,
 	}
 	p := filepath.Join(work, "berth.toml")
-	if err := os.WriteFile(p, []byte(cfg), 0o644); err != nil {
-		return nil, nil, err
+	if err := runtimeharness.WriteConfig(p, []byte(cfg.TOML())); err != nil {
+		return nil, err
 	}
-	return d, []string{o.berth, "--config", p}, nil
+	return newDaemon(o, work, "berth", sock, []string{o.berth, "--config", p}, busybox), nil
 }
 
 // containerdDaemon configures containerd as hack/bench-compare does: its
@@ -77,95 +69,33 @@ bin_dirs = [%q]
 // (the test bed's pause, registry.k8s.io/pause:3.9), runc by path,
 // cgroupfs, restrict_oom_score_adj (root lacks CAP_SYS_RESOURCE here) and
 // NRI off; netns pins under its state dir rather than /var/run/netns.
-func containerdDaemon(o *options, work string) (*daemon, []string, error) {
-	d := &daemon{name: "containerd", sock: filepath.Join(work, "run", "containerd.sock"), images: []string{busybox, pauseImage}}
-	root, state := filepath.Join(work, "ctrd-root"), filepath.Join(work, "run", "ctrd-state")
+func containerdDaemon(o *options, work string) (*daemon, error) {
+	sock := filepath.Join(work, "run", "containerd.sock")
+	root := filepath.Join(work, "ctrd-root")
 	certs := filepath.Join(work, "certs.d")
-	for _, h := range []string{"docker.io", "registry.k8s.io"} {
-		if err := os.MkdirAll(filepath.Join(certs, h), 0o755); err != nil {
-			return nil, nil, err
-		}
-		hosts := fmt.Sprintf("server = \"https://%s\"\n[host.\"http://%s\"]\n  capabilities = [\"pull\", \"resolve\"]\n", h, o.registry)
-		if err := os.WriteFile(filepath.Join(certs, h, "hosts.toml"), []byte(hosts), 0o644); err != nil {
-			return nil, nil, err
-		}
+	if err := runtimeharness.WriteHostsTOML(certs, o.registry, mirrored); err != nil {
+		return nil, err
 	}
-	cfg := fmt.Sprintf(`version = 3
-root = %[1]q
-state = %[2]q
-imports = []
-[grpc]
-  address = %[3]q
-[ttrpc]
-  address = "%[3]s.ttrpc"
-[plugins.'io.containerd.cri.v1.images']
-  snapshotter = 'overlayfs'
-  [plugins.'io.containerd.cri.v1.images'.pinned_images]
-    sandbox = %[4]q
-  [plugins.'io.containerd.cri.v1.images'.registry]
-    config_path = %[5]q
-[plugins.'io.containerd.cri.v1.runtime']
-  restrict_oom_score_adj = true
-  netns_mounts_under_state_dir = true
-  [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
-    runtime_type = 'io.containerd.runc.v2'
-    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
-      BinaryName = %[6]q
-      SystemdCgroup = false
-  [plugins.'io.containerd.cri.v1.runtime'.cni]
-    bin_dirs = [%[7]q]
-    conf_dir = %[8]q
-[plugins.'io.containerd.internal.v1.opt']
-  path = %[9]q
-[plugins.'io.containerd.nri.v1.nri']
-  disable = true
-[plugins.'io.containerd.shim.v1.manager']
-  socket_dir = %[10]q
-[plugins.'io.containerd.image-verifier.v1.bindir']
-  bin_dir = %[11]q
-`, root, state, d.sock, pauseImage, certs, o.runc, o.cniBinDir, filepath.Join(work, "net.d"),
-		filepath.Join(root, "opt"), filepath.Join(work, "run", "s"), filepath.Join(root, "image-verifier"))
+	cfg := runtimeharness.ContainerdConfig{
+		Root: root, State: filepath.Join(work, "run", "ctrd-state"), Socket: sock,
+		SandboxImage: pauseImage, CertsDir: certs, Runc: o.runc, RestrictOOMScoreAdj: true, NetnsUnderState: true,
+		CNIBinDir: o.cniBinDir, CNIConfDir: filepath.Join(work, "net.d"), OptDir: filepath.Join(root, "opt"),
+		ShimSocketDir: filepath.Join(work, "run", "s"), ImageVerifierDir: filepath.Join(root, "image-verifier"),
+	}
 	p := filepath.Join(work, "containerd.toml")
-	if err := os.WriteFile(p, []byte(cfg), 0o644); err != nil {
-		return nil, nil, err
+	if err := runtimeharness.WriteConfig(p, []byte(cfg.TOML())); err != nil {
+		return nil, err
 	}
-	return d, []string{filepath.Join(o.containerdDir, "containerd"), "--config", p}, nil
+	return newDaemon(o, work, "containerd", sock, []string{filepath.Join(o.containerdDir, "containerd"), "--config", p}, busybox, pauseImage), nil
 }
 
-// start runs the daemon (the shim is found on PATH) and waits for its CRI.
-func (d *daemon) start(ctx context.Context, o *options, argv []string, work string) error {
-	d.log = filepath.Join(o.out, d.name+".log")
-	logf, err := os.Create(d.log)
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	d.cmd = exec.Command(argv[0], argv[1:]...)
-	d.cmd.Stdout, d.cmd.Stderr = logf, logf
-	d.cmd.Env = append(os.Environ(), "PATH="+o.containerdDir+":"+os.Getenv("PATH"), "TMPDIR="+filepath.Join(work, "tmp"))
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := d.cmd.Start(); err != nil {
-		return err
-	}
-	d.done = make(chan struct{})
-	go func() { d.cmd.Wait(); close(d.done) }()
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		select {
-		case <-d.done:
-			return fmt.Errorf("%s exited during start-up (%v); its log: %s", d.name, d.cmd.ProcessState, d.log)
-		default:
-		}
-		err := withCRI(ctx, d.endpoint(), func(ctx context.Context, rt runtimeapi.RuntimeServiceClient, _ runtimeapi.ImageServiceClient) error {
-			_, err := rt.Version(ctx, &runtimeapi.VersionRequest{})
-			return err
-		})
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("%s not answering on %s: %w", d.name, d.sock, err)
-		}
-	}
+// newDaemon is a runtime logging to the report directory, with
+// containerd's directory first on PATH (its shim is found there).
+func newDaemon(o *options, work, name, sock string, argv []string, images ...string) *daemon {
+	return &daemon{images: images, Daemon: runtimeharness.Daemon{
+		Name: name, Argv: argv, Env: []string{"PATH=" + o.containerdDir + ":" + os.Getenv("PATH"), "TMPDIR=" + filepath.Join(work, "tmp")},
+		Endpoint: "unix://" + sock, LogPath: filepath.Join(o.out, name+".log"), ReadyIn: 60 * time.Second, OwnGroup: true,
+	}}
 }
 
 // pull pulls the images the pods use, so that no pull is timed.
@@ -173,7 +103,7 @@ func (d *daemon) pull(ctx context.Context) error {
 	return withCRI(ctx, d.endpoint(), func(ctx context.Context, _ runtimeapi.RuntimeServiceClient, im runtimeapi.ImageServiceClient) error {
 		for _, ref := range d.images {
 			if _, err := im.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}}); err != nil {
-				return fmt.Errorf("%s: pull %s: %w", d.name, ref, err)
+				return fmt.Errorf("%s: pull %s: %w", d.Name, ref, err)
 			}
 		}
 		return nil
@@ -234,15 +164,10 @@ func (d *daemon) containerStarts(ctx context.Context) (map[string]time.Time, err
 // pods only in its periodic garbage collection: not leaks), then stops the
 // daemon. A removal that fails is a leak.
 func (d *daemon) stop(log *slog.Logger) int {
-	if d.cmd == nil || d.done == nil {
-		return 0
-	}
-	select {
-	case <-d.done:
-		log.Error("the runtime died during the run", "runtime", d.name, "state", d.cmd.ProcessState.String())
-		return 1
-	default:
-	}
+	return d.Stop(log, 30*time.Second, func(endpoint string) int { return d.removeSandboxes(log) })
+}
+
+func (d *daemon) removeSandboxes(log *slog.Logger) int {
 	leaks := 0
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -262,20 +187,12 @@ func (d *daemon) stop(log *slog.Logger) int {
 				leaks++
 			}
 		}
-		log.Info("sandboxes the kubelet had not collected: removed", "runtime", d.name, "count", len(resp.Items))
+		log.Info("sandboxes the kubelet had not collected: removed", "runtime", d.Name, "count", len(resp.Items))
 		return nil
 	})
 	if err != nil {
-		log.Error("LEAK: clean up the runtime's pods", "runtime", d.name, "error", err)
+		log.Error("LEAK: clean up the runtime's pods", "runtime", d.Name, "error", err)
 		leaks++
-	}
-	d.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-d.done:
-	case <-time.After(30 * time.Second):
-		log.Error("the runtime did not stop in 30s: SIGKILL", "runtime", d.name)
-		d.cmd.Process.Kill()
-		<-d.done
 	}
 	return leaks
 }

@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -135,10 +134,10 @@ func run(ctx context.Context, log *slog.Logger, o options) (rc int, err error) {
 		if err != nil {
 			return 1, err
 		}
-		for _, s := range res.selected {
+		for _, s := range res.PassedNames {
 			fmt.Println(s)
 		}
-		fmt.Printf("%d specs selected\n", len(res.selected))
+		fmt.Printf("%d specs selected\n", len(res.PassedNames))
 		return 0, nil
 	}
 
@@ -210,7 +209,7 @@ func run(ctx context.Context, log *slog.Logger, o options) (rc int, err error) {
 		return 1, err
 	}
 	res.print(os.Stdout, time.Since(start))
-	if res.failed > 0 || res.exitErr != nil && res.passed == 0 {
+	if res.Failed > 0 || res.exitErr != nil && res.Passed == 0 {
 		return 1, nil
 	}
 	return 0, nil
@@ -219,15 +218,8 @@ func run(ctx context.Context, log *slog.Logger, o options) (rc int, err error) {
 // runtimePid is the pid of the runtime this program started, 0 for one
 // given by its endpoint.
 func runtimePid(rt runtime) int {
-	var cmd *exec.Cmd
-	switch r := rt.(type) {
-	case *berth:
-		cmd = r.cmd
-	case *containerd:
-		cmd = r.cmd
+	if d, ok := rt.(interface{ Pid() int }); ok {
+		return d.Pid()
 	}
-	if cmd == nil || cmd.Process == nil {
-		return 0
-	}
-	return cmd.Process.Pid
+	return 0
 }

@@ -9,10 +9,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/berth-runtime/berth/test/hostcheck"
+	"github.com/berth-runtime/berth/test/runtimeharness"
 )
 
 // runtime is the CRI runtime the suite's kubelet talks to.
@@ -54,8 +54,7 @@ type berth struct {
 	// writes one sending every registry's pulls to the test registry).
 	certsD string
 
-	cmd  *exec.Cmd
-	done chan struct{}
+	runtimeharness.Daemon
 }
 
 func (b *berth) name() string          { return "berth" }
@@ -68,15 +67,11 @@ func (b *berth) natPrefixes() []string { return []string{netPrefix} }
 var registryHosts = []string{"docker.io", "registry.k8s.io", "gcr.io", "k8s.gcr.io", "quay.io", "public.ecr.aws"}
 
 func (b *berth) config() (string, error) {
-	var c strings.Builder
-	fmt.Fprintf(&c, "address = %q\nroot = %q\nstate = %q\nlog_level = \"debug\"\n", filepath.Join(b.work, "berth.sock"), filepath.Join(b.work, "root"), filepath.Join(b.work, "state"))
-	if b.certsD != "" {
-		fmt.Fprintf(&c, "registry_config_path = %q\n", b.certsD)
-	}
-	c.WriteString("\n")
-	fmt.Fprintf(&c, "[cni]\nconf_dir = %q\nbin_dirs = [%q]\ndefault_network = true\ndefault_bridge = %q\ndefault_subnet = %q\n\n", filepath.Join(b.work, "net.d"), b.cniBinDir, berthBridge, berthSubnet)
-	for _, h := range registryHosts {
-		fmt.Fprintf(&c, "[registries.%q]\nmirrors = [\"http://%s\"]\n", h, b.registry)
+	c := runtimeharness.BerthConfig{
+		Socket: filepath.Join(b.work, "berth.sock"), Root: filepath.Join(b.work, "root"), State: filepath.Join(b.work, "state"),
+		LogLevel: "debug", RegistryConfigPath: b.certsD,
+		CNIConfDir: filepath.Join(b.work, "net.d"), CNIBinDir: b.cniBinDir, DefaultBridge: berthBridge, DefaultSubnet: berthSubnet,
+		Registry: b.registry, Mirrored: registryHosts,
 	}
 	// RuntimeClass and PodOverhead specs run pods with the handler
 	// test-handler, which containerd's and CRI-O's e2e configs define; a
@@ -86,9 +81,9 @@ func (b *berth) config() (string, error) {
 		return "", fmt.Errorf("%s config default: %w", b.bin, err)
 	}
 	if strings.Contains(string(def), "[runtimes.") {
-		c.WriteString("\n[runtimes.test-handler]\n")
+		c.RuntimeHandlers = []string{"test-handler"}
 	}
-	return c.String(), nil
+	return c.TOML(), nil
 }
 
 func (b *berth) start(ctx context.Context, log *slog.Logger) error {
@@ -108,72 +103,30 @@ func (b *berth) start(ctx context.Context, log *slog.Logger) error {
 		return err
 	}
 	cfgPath := filepath.Join(b.work, "config.toml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+	if err := runtimeharness.WriteConfig(cfgPath, []byte(cfg), filepath.Join(b.out, "berth-config.toml")); err != nil {
 		return err
 	}
-	os.WriteFile(filepath.Join(b.out, "berth-config.toml"), []byte(cfg), 0o644)
-	logf, err := os.Create(filepath.Join(b.out, "berth.log"))
-	if err != nil {
+	b.Daemon = runtimeharness.Daemon{
+		Name: "berth", Argv: []string{b.bin, "--config", cfgPath}, Env: []string{"TMPDIR=" + filepath.Join(b.work, "tmp")},
+		Endpoint: b.endpoint(), LogPath: filepath.Join(b.out, "berth.log"), ReadyIn: 30 * time.Second, OwnGroup: true,
+	}
+	if err := b.Start(ctx); err != nil {
 		return err
 	}
-	defer logf.Close()
-	b.cmd = exec.Command(b.bin, "--config", cfgPath)
-	b.cmd.Stdout, b.cmd.Stderr = logf, logf
-	b.cmd.Env = append(os.Environ(), "TMPDIR="+filepath.Join(b.work, "tmp"))
-	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := b.cmd.Start(); err != nil {
-		return err
-	}
-	b.done = make(chan struct{})
-	go func() { b.cmd.Wait(); close(b.done) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		select {
-		case <-b.done:
-			return fmt.Errorf("berth exited during start-up (%v); its log: %s", b.cmd.ProcessState, filepath.Join(b.out, "berth.log"))
-		default:
-		}
-		if err := hostcheck.Ping(ctx, b.endpoint()); err == nil {
-			break
-		} else if time.Now().After(deadline) {
-			return fmt.Errorf("berth not answering on %s after 30s: %w", b.endpoint(), err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	v, _ := exec.Command(b.bin, "--version").Output()
-	log.Info("berth up", "pid", b.cmd.Process.Pid, "version", strings.TrimSpace(string(v)), "endpoint", b.endpoint(), "registry", b.registry)
+	log.Info("berth up", "pid", b.Pid(), "version", runtimeharness.Version(b.bin, "--version"), "endpoint", b.endpoint(), "registry", b.registry)
 	return nil
 }
 
-func (b *berth) stop(log *slog.Logger) int {
-	if b.cmd == nil || b.done == nil {
-		return 0
-	}
-	leaks := 0
-	select {
-	case <-b.done:
-		log.Error("berth died during the run", "state", b.cmd.ProcessState.String())
-		return 1
-	default:
-	}
-	leaks += removeLeft(log, b.endpoint())
-	b.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-b.done:
-	case <-time.After(20 * time.Second):
-		log.Error("berth did not stop in 20s: SIGKILL")
-		b.cmd.Process.Kill()
-		<-b.done
-	}
-	return leaks
-}
+func (b *berth) stop(log *slog.Logger) int { return b.Stop(log, 20*time.Second, removeLeft(log)) }
 
 // removeLeft removes every container and pod sandbox left: the kubelet,
 // stopped by now, removes the sandboxes of deleted pods only in its
 // periodic garbage collection, so some are always left. A removal that
 // fails is a leak.
-func removeLeft(log *slog.Logger, endpoint string) int {
-	found, failed := hostcheck.RemovePods(context.Background(), log, endpoint)
-	log.Info("containers and pod sandboxes the kubelet had not collected: removed", "count", found-failed)
-	return failed
+func removeLeft(log *slog.Logger) func(endpoint string) int {
+	return func(endpoint string) int {
+		found, failed := hostcheck.RemovePods(context.Background(), log, endpoint)
+		log.Info("containers and pod sandboxes the kubelet had not collected: removed", "count", found-failed)
+		return failed
+	}
 }

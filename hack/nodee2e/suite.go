@@ -11,11 +11,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/berth-runtime/berth/test/ginkgoreport"
 )
 
 // suiteEnv is what a real run needs (nil for --dry-run).
@@ -147,14 +148,13 @@ func unifiedCgroup(pid int) string {
 	return path
 }
 
+// result is the suite's report, with how many specs not selected the skip
+// list left out (by its entry) and ginkgo's error.
 type result struct {
-	passed, failed, skipped, notSelected int
-	bySkipList                           map[string]int
-	failures                             []string
-	skips                                []string
-	selected                             []string
-	exitErr                              error
-	report                               string
+	*ginkgoreport.Summary
+	bySkipList map[string]int
+	exitErr    error
+	report     string
 }
 
 func runSuite(ctx context.Context, log *slog.Logger, o options, skips []skipEntry, env *suiteEnv) (*result, error) {
@@ -263,34 +263,12 @@ func runSuite(ctx context.Context, log *slog.Logger, o options, skips []skipEntr
 	return res, nil
 }
 
-// The parts of ginkgo's JSON report (types.Report) read here.
-type ginkgoReport struct {
-	SuiteSucceeded bool
-	SpecReports    []struct {
-		ContainerHierarchyTexts []string
-		LeafNodeType            string
-		LeafNodeText            string
-		State                   string
-		RunTime                 time.Duration
-		Failure                 struct {
-			Message  string
-			Location struct {
-				FileName   string
-				LineNumber int
-			}
-			FailureNodeType string
-		}
-	}
-}
-
+// readReport reads ginkgo's JSON report and counts, among the specs not
+// selected, those the skip list left out of the focus and skip given.
 func readReport(path string, focus, skip []string, skips []skipEntry) (*result, error) {
-	data, err := os.ReadFile(path)
+	sum, err := ginkgoreport.Read(path)
 	if err != nil {
 		return nil, err
-	}
-	var reports []ginkgoReport
-	if err := json.Unmarshal(data, &reports); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	match := func(res []string, s string) bool {
 		for _, r := range res {
@@ -300,61 +278,26 @@ func readReport(path string, focus, skip []string, skips []skipEntry) (*result, 
 		}
 		return false
 	}
-	res := &result{bySkipList: map[string]int{}, report: path}
-	for _, r := range reports {
-		for _, s := range r.SpecReports {
-			text := strings.TrimSpace(strings.Join(append(append([]string(nil), s.ContainerHierarchyTexts...), s.LeafNodeText), " "))
-			if s.LeafNodeType != "It" {
-				if s.State != "passed" && s.State != "skipped" {
-					res.failed++
-					res.failures = append(res.failures, fmt.Sprintf("%s [%s]: %s", s.LeafNodeType, s.State, firstLine(s.Failure.Message)))
-				}
-				continue
-			}
-			switch {
-			case s.State == "passed":
-				res.passed++
-				res.selected = append(res.selected, text)
-			case s.State == "skipped" && s.Failure.Message == "":
-				res.notSelected++
-				if match(focus, text) && !match(skip, text) {
-					for _, e := range skips {
-						if ok, _ := regexp.MatchString(e.re, text); ok {
-							res.bySkipList[e.re]++
-							break
-						}
-					}
-				}
-			case s.State == "skipped" || s.State == "pending":
-				res.skipped++
-				res.skips = append(res.skips, fmt.Sprintf("%s: %s", text, firstLine(s.Failure.Message)))
-			default:
-				res.failed++
-				res.failures = append(res.failures, fmt.Sprintf("%s [%s] (%s:%d, %.0fs): %s", text, s.State,
-					filepath.Base(s.Failure.Location.FileName), s.Failure.Location.LineNumber, s.RunTime.Seconds(), firstLine(s.Failure.Message)))
+	res := &result{Summary: sum, bySkipList: map[string]int{}, report: path}
+	for _, name := range sum.NotSelectedNames {
+		if !match(focus, name) || match(skip, name) {
+			continue
+		}
+		for _, e := range skips {
+			if ok, _ := regexp.MatchString(e.re, name); ok {
+				res.bySkipList[e.re]++
+				break
 			}
 		}
 	}
-	sort.Strings(res.failures)
-	sort.Strings(res.skips)
 	return res, nil
 }
 
-// firstLine is the start of a failure message on one line: gomega's
-// "Expected <x> to equal <y>" spans several.
-func firstLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 300 {
-		s = s[:300] + "..."
-	}
-	return s
-}
-
 func (r *result) print(w io.Writer, took time.Duration) {
-	for _, s := range r.skips {
+	for _, s := range r.Skips {
 		fmt.Fprintf(w, "  [SKIPPED] %s\n", s)
 	}
-	for _, f := range r.failures {
+	for _, f := range r.Failures {
 		fmt.Fprintf(w, "  [FAILED] %s\n", f)
 	}
 	listed := 0
@@ -362,8 +305,8 @@ func (r *result) print(w io.Writer, took time.Duration) {
 		listed += n
 	}
 	fmt.Fprintf(w, "%d passed, %d failed, %d skipped (%d not selected, %d of them by the skip list) in %s; report %s\n",
-		r.passed, r.failed, r.skipped, r.notSelected, listed, took.Round(time.Second), r.report)
-	if r.exitErr != nil && r.failed == 0 {
+		r.Passed, r.Failed, r.Skipped, r.NotSelected, listed, took.Round(time.Second), r.report)
+	if r.exitErr != nil && r.Failed == 0 {
 		fmt.Fprintf(w, "ginkgo: %v\n", r.exitErr)
 	}
 }

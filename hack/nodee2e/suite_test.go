@@ -72,13 +72,13 @@ func TestReadReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.passed != 1 || res.failed != 2 || res.skipped != 1 || res.notSelected != 3 || res.bySkipList["GPU"] != 1 {
+	if res.Passed != 1 || res.Failed != 2 || res.Skipped != 1 || res.NotSelected != 3 || res.bySkipList["GPU"] != 1 {
 		t.Errorf("passed %d failed %d skipped %d notSelected %d bySkipList %v; want 1 2 1 3 map[GPU:1]",
-			res.passed, res.failed, res.skipped, res.notSelected, res.bySkipList)
+			res.Passed, res.Failed, res.Skipped, res.NotSelected, res.bySkipList)
 	}
 	want := "[sig-node] Probing should restart [NodeConformance] [failed] (probe.go:7, 3s): timed out more"
-	if len(res.failures) != 2 || !slices.Contains(res.failures, want) {
-		t.Errorf("failures = %q, want %q among 2", res.failures, want)
+	if len(res.Failures) != 2 || !slices.Contains(res.Failures, want) {
+		t.Errorf("failures = %q, want %q among 2", res.Failures, want)
 	}
 }
 
