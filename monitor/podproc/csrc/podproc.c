@@ -1771,9 +1771,9 @@ int main(int argc, char **argv)
 			systemd = strcmp(argv[i + 1], "1") == 0;
 	}
 	/* Nothing inherited but stdio and the ready fd stays open: what this
-	 * process holds is no container's to see. */
-	if ((ready == 3 || close_range(3, ready < 3 ? ~0u : (unsigned)ready - 1, 0) == 0) &&
-	    (ready < 3 || close_range((unsigned)ready + 1, ~0u, 0) == 0)) {
+	 * process holds is no container's to see. (musl has no close_range.) */
+	if ((ready == 3 || syscall(SYS_close_range, 3, ready < 3 ? ~0u : (unsigned)ready - 1, 0) == 0) &&
+	    (ready < 3 || syscall(SYS_close_range, (unsigned)ready + 1, ~0u, 0) == 0)) {
 	} else { /* a kernel before 5.9 */
 		for (long fd = 3, max = sysconf(_SC_OPEN_MAX); fd < max; fd++)
 			if (fd != ready)
