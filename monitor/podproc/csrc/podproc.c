@@ -398,6 +398,15 @@ static int answer_state(struct conn *c, struct proc *p)
 	return reply(c, &e);
 }
 
+/* answer_pid answers a call that made a process, with descriptors if any. */
+static int answer_pid(struct conn *c, pid_t pid, const int *fds, int nfds)
+{
+	struct pp_enc e;
+	begin(&e, c, PP_C_OK);
+	pp_put_u32(&e, PP_T_PID, (uint32_t)pid);
+	return respond(c, &e, fds, nfds);
+}
+
 /* send_exit ends a stream (an attach, an exec's) with the exit. */
 static void send_exit(struct conn *c, struct proc *p)
 {
@@ -901,7 +910,6 @@ static void job_done(struct job *j)
 	const char *err = j->fault, *memcg = j->memcg;
 	struct proc *p = j->p;
 	struct conn *c = j->c;
-	struct pp_enc e;
 	const char *id = p != NULL ? p->id : "?";
 	if (c != NULL)
 		c->held = NULL;
@@ -968,9 +976,8 @@ static void job_done(struct job *j)
 		}
 		logmsg("podproc %s: created %s (pid %d)", pod, p->id, (int)pid);
 		if (c != NULL) {
-			begin(&e, c, PP_C_OK);
-			pp_put_u32(&e, PP_T_PID, (uint32_t)pid);
-			reply(c, &e);
+			answer_pid(c, pid, NULL, 0);
+			conn_close(c);
 		}
 		if (j->gone)
 			reaped(p, j->status, &j->finished);
@@ -995,9 +1002,7 @@ static void job_done(struct job *j)
 			c->mode = M_EXEC;
 			c->p = p;
 			p->execc = c;
-			begin(&e, c, PP_C_OK);
-			pp_put_u32(&e, PP_T_PID, (uint32_t)pid);
-			if (respond(c, &e, j->ours, j->nours) < 0)
+			if (answer_pid(c, pid, j->ours, j->nours) < 0)
 				conn_close(c);
 		}
 		if (j->gone)
@@ -1254,6 +1259,26 @@ fail:
 	_exit(127);
 }
 
+/* write_maps writes the uid and gid maps of RUN's child's user namespace. */
+static int write_maps(pid_t pid)
+{
+	const char *maps[2] = {msg.uidmap, msg.gidmap}, *files[2] = {"uid_map", "gid_map"};
+	for (int i = 0; i < 2; i++) {
+		char path[64];
+		snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, files[i]);
+		int fd = open(path, O_WRONLY | O_CLOEXEC);
+		ssize_t n = fd < 0 ? -1 : write(fd, maps[i], strlen(maps[i]));
+		int err = errno;
+		if (fd >= 0)
+			close(fd);
+		if (n != (ssize_t)strlen(maps[i])) {
+			snprintf(why, sizeof why, "run %s: write %s: %s", msg.id, files[i], strerror(err));
+			return -1;
+		}
+	}
+	return 0;
+}
+
 /* join_scope has the spawn helper move pid, RUN's child waiting for its
  * go byte, into the cgroup msg.scope names through the systemd driver: a
  * transient scope systemd starts over D-Bus with the pid in it, which this
@@ -1297,7 +1322,7 @@ static int run(struct conn *c)
 	if (msg.argv[0][0] != '/')
 		return fail(c, PP_C_INVALID, "run %s: the program must be an absolute path, not %s", msg.id, msg.argv[0]);
 	struct proc *p = proc_new(K_RUN, msg.id, msg.dir);
-	int theirs[3] = {-1, -1, -1}, ep[2] = {-1, -1}, sp[2] = {-1, -1}, gp[2] = {-1, -1}, console = -1, exe = -1;
+	int theirs[3] = {-1, -1, -1}, ep[2] = {-1, -1}, sp[2] = {-1, -1}, gp[2] = {-1, -1}, console = -1, exe = -1, null = -1, std[3];
 	if ((msg.uidmap == NULL) != (msg.gidmap == NULL) || (msg.uidmap != NULL && msg.netns != NULL))
 		return fail(c, PP_C_INVALID, "run %s: a user namespace needs both maps, and makes its own network namespace", msg.id);
 	if (msg.scope != NULL && (spawn_bin == NULL || !systemd || msg.njoin > 0))
@@ -1314,10 +1339,14 @@ static int run(struct conn *c)
 		snprintf(why, sizeof why, "%s: open log %s: %s", msg.id, msg.log, strerror(errno));
 		goto failwhy;
 	}
-	if (!(msg.flags & PP_FL_STDIN) && (theirs[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
+	/* Without a log nobody reads its output (pause's): /dev/null, as its
+	 * stdin is without the stdin flag; a pipe costs the pod's memory. */
+	uint32_t fl = (msg.flags & PP_FL_STDIN) | (msg.log != NULL ? PP_FL_STDOUT | PP_FL_STDERR : 0);
+	if ((null = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0 || stdio(p, fl, theirs, &console) < 0)
 		goto fail;
-	if (stdio(p, (msg.flags & PP_FL_STDIN) | PP_FL_STDOUT | PP_FL_STDERR, theirs + (theirs[0] >= 0), &console) < 0 ||
-	    pipe2(ep, O_CLOEXEC) < 0 || ((msg.flags & PP_FL_SYNC) && pipe2(sp, O_CLOEXEC) < 0) ||
+	for (int i = 0, k = 0; i < 3; i++) /* stdio's order, of those asked */
+		std[i] = fl & (i == 0 ? PP_FL_STDIN : i == 1 ? PP_FL_STDOUT : PP_FL_STDERR) ? theirs[k++] : null;
+	if (pipe2(ep, O_CLOEXEC) < 0 || ((msg.flags & PP_FL_SYNC) && pipe2(sp, O_CLOEXEC) < 0) ||
 	    ((msg.uidmap != NULL || msg.scope != NULL) && pipe2(gp, O_CLOEXEC) < 0) ||
 	    (msg.uidmap != NULL && (exe = open(msg.argv[0], O_RDONLY | O_CLOEXEC)) < 0))
 		goto fail;
@@ -1328,26 +1357,11 @@ static int run(struct conn *c)
 	if (pid < 0)
 		goto fail;
 	if (pid == 0)
-		child(theirs, sp[1], ep[1], gp, exe);
+		child(std, sp[1], ep[1], gp, exe);
 	close(ep[1]);
 	ep[1] = -1;
 	if (gp[1] >= 0) { /* its user namespace's maps, its scope, then let it go on */
-		const char *maps[2] = {msg.uidmap, msg.gidmap}, *files[2] = {"uid_map", "gid_map"};
-		for (int i = 0; i < 2 && msg.uidmap != NULL; i++) {
-			char path[64];
-			snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, files[i]);
-			int fd = open(path, O_WRONLY | O_CLOEXEC), ok = fd >= 0 && write(fd, maps[i], strlen(maps[i])) == (ssize_t)strlen(maps[i]);
-			int err = errno;
-			if (fd >= 0)
-				close(fd);
-			if (!ok) {
-				kill(pid, SIGKILL);
-				waitpid(pid, NULL, 0);
-				snprintf(why, sizeof why, "run %s: write %s: %s", msg.id, files[i], strerror(err));
-				goto failwhy;
-			}
-		}
-		if (msg.scope != NULL && join_scope(pid) < 0) {
+		if ((msg.uidmap != NULL && write_maps(pid) < 0) || (msg.scope != NULL && join_scope(pid) < 0)) {
 			kill(pid, SIGKILL);
 			waitpid(pid, NULL, 0);
 			goto failwhy;
@@ -1367,35 +1381,29 @@ static int run(struct conn *c)
 			 e[0] == 0 ? msg.join[e[2] & (PP_MAX_JOIN - 1)] : e[0] == 3 ? msg.netns : msg.argv[0], strerror(e[1]));
 		goto failwhy;
 	}
-	close_all(ep, 2);
-	close_all(gp, 2);
-	close_all(theirs, 3);
-	if (exe >= 0)
-		close(exe);
 	p->pid = pid;
 	p->state = PP_S_RUNNING;
 	watch_output(p);
 	p->next = procs;
 	procs = p;
 	logmsg("podproc %s: %s runs %s (pid %d)", pod, p->id, msg.argv[0], (int)pid);
-	struct pp_enc enc;
-	begin(&enc, c, PP_C_OK);
-	pp_put_u32(&enc, PP_T_PID, (uint32_t)pid);
 	/* Berth reads the sync pipe itself: pause's "ok" once set up. */
-	respond(c, &enc, sp, sp[0] >= 0);
-	close_all(sp, 2);
-	return conn_close(c);
+	answer_pid(c, pid, sp, sp[0] >= 0);
+	conn_close(c);
+	goto out;
 fail:
 	snprintf(why, sizeof why, "run %s: %s", msg.id, strerror(errno));
 failwhy:
+	proc_end(p);
+	fail(c, PP_C_FAILED, "%s", why);
+out:
 	close_all(theirs, 3);
 	close_all(ep, 2);
 	close_all(sp, 2);
 	close_all(gp, 2);
-	if (exe >= 0)
-		close(exe);
-	proc_end(p);
-	return fail(c, PP_C_FAILED, "%s", why);
+	close_all(&exe, 1);
+	close_all(&null, 1);
+	return 0;
 }
 
 /* create and exec hand the work to a helper run; the caller is answered
