@@ -92,7 +92,8 @@ struct job; /* one run of the spawn helper */
 
 struct proc {
 	struct proc *next;
-	char *id, *dir, *cgroup; /* cgroup: where the oom_kill counter is */
+	char *id, *dir;		 /* stored after the record */
+	char *cgroup;		 /* where the oom_kill counter is */
 	char *cgdirs;		 /* a plain destroy's cgroups, each ending in \n */
 	struct logw log;
 	int kind, state, reaped, status, pidfd, tty, stdin_once, destroying;
@@ -190,7 +191,17 @@ static void pipe_close(struct pipe_ev *pe)
 	pe->fd = -1;
 }
 
-/* psignal signals a process not yet reaped: its pid is still ours. */
+/* close_all closes the descriptors of fds that are open, and marks them closed. */
+static void close_all(int *fds, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (fds[i] >= 0) {
+			close(fds[i]);
+			fds[i] = -1;
+		}
+}
+
+/* proc_kill signals a process not yet reaped: its pid is still ours. */
 static int proc_kill(struct proc *p, int sig)
 {
 	if (p->pidfd >= 0)
@@ -420,13 +431,13 @@ static void send_exit(struct conn *c, struct proc *p)
 }
 
 /* oom_count reads the oom_kill counter of a cgroup's memory.events (v2)
- * or memory.oom_control (v1), file "" the one there is; -1: none. */
-static long long oom_count(const char *dir, const char *file)
+ * or memory.oom_control (v1); -1: neither. */
+static long long oom_count(const char *dir)
 {
 	static const char *files[] = {"memory.events", "memory.oom_control"};
 	char path[PATH_MAX], buf[1024];
 	for (int i = 0; dir != NULL && i < 2; i++) {
-		if ((*file && strcmp(file, files[i]) != 0) || snprintf(path, sizeof path, "%s/%s", dir, files[i]) >= (int)sizeof path)
+		if (snprintf(path, sizeof path, "%s/%s", dir, files[i]) >= (int)sizeof path)
 			continue;
 		int fd = open(path, O_RDONLY | O_CLOEXEC);
 		ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
@@ -468,7 +479,7 @@ static void oom_watch(struct proc *p)
 		return;
 	}
 	*(slash = strrchr(p->cgroup, '/')) = 0;
-	p->oombase = oom_count(p->cgroup, "memory.events");
+	p->oombase = oom_count(p->cgroup);
 	*slash = '/';
 }
 
@@ -479,7 +490,7 @@ static void oom_event(void)
 	while ((n = read(ifd, buf, sizeof buf)) > 0)
 		for (char *e = buf; e < buf + n; e += sizeof(struct inotify_event) + ((struct inotify_event *)e)->len)
 			for (struct proc *p = procs; p != NULL; p = p->next)
-				if (p->wd == ((struct inotify_event *)e)->wd && oom_count(p->cgroup, "memory.events") > 0)
+				if (p->wd == ((struct inotify_event *)e)->wd && oom_count(p->cgroup) > 0)
 					p->oomseen = 1;
 }
 
@@ -491,7 +502,7 @@ static void oom_event(void)
  * reason: rare, and its code (137) is the same. */
 static uint32_t oom_killed(struct proc *p, int st)
 {
-	long long own = oom_count(p->cgroup, ""), parent;
+	long long own = oom_count(p->cgroup), parent;
 	int watched = p->wd > 0;
 	char *slash;
 	if (watched)
@@ -502,7 +513,7 @@ static uint32_t oom_killed(struct proc *p, int st)
 	if (own >= 0 || !watched || !WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
 		return 0;
 	*(slash = strrchr(p->cgroup, '/')) = 0;
-	parent = oom_count(p->cgroup, "memory.events");
+	parent = oom_count(p->cgroup);
 	*slash = '/';
 	return parent > p->oombase;
 }
@@ -646,13 +657,24 @@ static void jb64(FILE *f, const char *key, const uint8_t *d, size_t n)
 	fputc('"', f);
 }
 
+/* child_signals gives a child this process starts the signals' defaults:
+ * none blocked, none ignored. */
+static void child_signals(void)
+{
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGPIPE, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
+	signal(SIGINT, SIG_DFL);
+}
+
 /* helper_exec runs in the helper's process: its descriptors are 0 the
  * request, 1 /dev/null, 2 our log, 3 the result, 4 the ack, 5... the
  * stdio (monitor/spawnproto.go). */
 static void helper_exec(int in, int res, int ack, const int *theirs, int nt)
 {
 	int src[8] = {in, open("/dev/null", O_WRONLY | O_CLOEXEC), 2, res, ack}, n = 5 + nt;
-	sigset_t none;
 	for (int i = 0; i < nt; i++)
 		src[5 + i] = theirs[i];
 	for (int i = 0; i < n; i++) /* out of the way of 0..n-1 first */
@@ -661,11 +683,7 @@ static void helper_exec(int in, int res, int ack, const int *theirs, int nt)
 	for (int i = 0; i < n; i++)
 		if (dup2(src[i], i) < 0)
 			_exit(127);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	signal(SIGPIPE, SIG_DFL);
-	signal(SIGHUP, SIG_DFL);
-	signal(SIGINT, SIG_DFL);
+	child_signals();
 	char *argv[] = {(char *)spawn_bin, NULL};
 	execve(spawn_bin, argv, environ);
 	_exit(127);
@@ -714,33 +732,24 @@ static struct job *spawn(int op, const char *id, const char *dir, const int *the
 		helper_exec(in, res[1], ack[0], theirs, nt);
 	if (pid < 0)
 		goto fail;
-	close(in);
-	close(res[1]);
-	close(ack[0]);
+	close_all(&in, 1);
+	close_all(&res[1], 1);
+	close_all(&ack[0], 1);
 	*j = (struct job){.kind = EV_JOB, .fd = res[0], .ack = ack[1], .console = -1, .op = op, .helper = pid, .pidfd = -1,
 			  .master = -1, .deadline = now_ms() + SPAWN_MS, .ours = {-1, -1, -1}, .next = jobs};
 	fcntl(res[0], F_SETFL, O_NONBLOCK);
-	if (watch(res[0], j, EPOLLIN) < 0) { /* cannot happen short of ENOMEM */
-		kill(pid, SIGKILL);
-		close(res[0]);
-		close(ack[1]);
-		free(j);
-		return NULL;
+	if (watch(res[0], j, EPOLLIN) == 0) {
+		jobs = j;
+		return j;
 	}
-	jobs = j;
-	return j;
+	kill(pid, SIGKILL); /* cannot happen short of ENOMEM; reaped as an orphan */
 fail:
 	e = errno;
 	if (f != NULL)
 		fclose(f);
-	for (int i = 0; i < 2; i++) {
-		if (res[i] >= 0)
-			close(res[i]);
-		if (ack[i] >= 0)
-			close(ack[i]);
-	}
-	if (in >= 0)
-		close(in);
+	close_all(res, 2);
+	close_all(ack, 2);
+	close_all(&in, 1);
 	free(j);
 	errno = e;
 	return NULL;
@@ -852,15 +861,12 @@ static void reaped(struct proc *p, int st, const struct timespec *t)
 
 static void job_done(struct job *j);
 
-/* job_result takes the helper's result, read whole: lines "pid N",
- * "memcg DIR", "error TEXT", "ok" (monitor.SpawnFormatLines). The
- * process it made, still the helper's unreaped child (so the pid is its),
- * gets a pidfd; then the helper may exit, and the caller is answered once
- * it has: the process is this one's child by then. */
-static void job_result(struct job *j)
+/* job_parse reads the helper's result, read whole: lines "pid N", "memcg
+ * DIR", "cgroup DIR", "plain", "error TEXT", "ok" (monitor.SpawnFormatLines),
+ * each line cut at its end. Returns whether it said ok. */
+static int job_parse(struct job *j)
 {
 	int okay = 0;
-	const char *id = j->p != NULL ? j->p->id : "?";
 	j->res[j->n] = 0;
 	for (char *l = j->res, *nl; *l; l = nl) {
 		if ((nl = strchr(l, '\n')) != NULL)
@@ -878,6 +884,17 @@ static void job_result(struct job *j)
 		else if (strcmp(l, "plain") == 0)
 			j->plain = 1;
 	}
+	return okay;
+}
+
+/* job_result takes the helper's result. The process it made, still the
+ * helper's unreaped child (so the pid is its), gets a pidfd; then the
+ * helper may exit, and the caller is answered once it has: the process
+ * is this one's child by then. */
+static void job_result(struct job *j)
+{
+	int okay = job_parse(j);
+	const char *id = j->p != NULL ? j->p->id : "?";
 	if (j->fault == NULL && !okay) {
 		snprintf(j->why, sizeof j->why, "%s %s: the spawn helper ended without an answer", ops[j->op], id);
 		j->fault = j->why;
@@ -902,112 +919,110 @@ static void job_result(struct job *j)
 		job_done(j);
 }
 
+/* created makes a container's record of a create that succeeded. */
+static void created(struct job *j, struct proc *p, struct conn *c)
+{
+	p->pid = j->pid;
+	p->pidfd = j->pidfd;
+	p->state = PP_S_CREATED;
+	p->cgroup = j->memcg != NULL ? strdup(j->memcg) : NULL;
+	oom_watch(p);
+	/* Its cgroups, for plain_destroy, each "cgroup DIR" line as
+	 * "DIR\n": the result's size bounds them. */
+	if (j->plain && (p->cgdirs = calloc(1, j->n + 1)) != NULL)
+		for (size_t i = 0; i < j->n; i += strlen(j->res + i) + 1)
+			if (strncmp(j->res + i, "cgroup ", 7) == 0)
+				strcat(strcat(p->cgdirs, j->res + i + 7), "\n");
+	if (j->master >= 0) {
+		fcntl(j->master, F_SETFL, O_NONBLOCK);
+		p->out[0] = (struct pipe_ev){EV_PIPE, j->master, 1, p};
+		p->in.fd = fcntl(j->master, F_DUPFD_CLOEXEC, 0);
+	}
+	watch_output(p);
+	for (struct conn *w = p->waiters, *nx; w != NULL; w = nx) {
+		nx = w->next;
+		if (w->flags) /* a STATUS that waited for the create */
+			answer_state(w, p);
+	}
+	logmsg("podproc %s: created %s (pid %d)", pod, p->id, (int)p->pid);
+	if (c != NULL) {
+		answer_pid(c, p->pid, NULL, 0);
+		conn_close(c);
+	}
+}
+
+/* create_failed has what a helper that failed half-way left destroyed: a
+ * state dir that would block the next create with this id, an init
+ * waiting on its fifo. The caller is answered once it is gone. */
+static void create_failed(struct job *j, struct proc *p, struct conn *c)
+{
+	struct job *d = spawn(J_DESTROY, p->id, NULL, NULL, 0, 0);
+	if (d != NULL && (d->err = strdup(j->fault)) != NULL && c != NULL) {
+		d->c = c;
+		c->held = &d->c;
+	} else if (c != NULL) {
+		fail(c, PP_C_FAILED, "%s", j->fault);
+	}
+	while (p->waiters != NULL)
+		fail(p->waiters, PP_C_NOT_FOUND, "%s: its create failed", p->id);
+	unlink_proc(p);
+	proc_end(p);
+}
+
+/* execed makes the record of an exec's process and hands berth its stdio. */
+static void execed(struct job *j, struct proc *p, struct conn *c)
+{
+	p->pid = j->pid;
+	p->pidfd = j->pidfd;
+	p->state = PP_S_RUNNING;
+	p->next = procs;
+	procs = p;
+	if (j->master >= 0)
+		j->ours[j->nours++] = j->master;
+	if (c == NULL && !j->gone) {
+		proc_kill(p, SIGKILL); /* berth hung up: nobody reads */
+	} else if (c != NULL) {
+		c->mode = M_EXEC;
+		c->p = p;
+		p->execc = c;
+		if (answer_pid(c, p->pid, j->ours, j->nours) < 0)
+			conn_close(c);
+	}
+}
+
 /* job_done acts on the result once the helper is gone. */
 static void job_done(struct job *j)
 {
-	int pidfd = j->pidfd, master = j->master;
-	pid_t pid = j->pid;
-	const char *err = j->fault, *memcg = j->memcg;
 	struct proc *p = j->p;
 	struct conn *c = j->c;
-	const char *id = p != NULL ? p->id : "?";
 	if (c != NULL)
 		c->held = NULL;
-	if (err != NULL && j->op != J_DESTROY)
-		logmsg("podproc %s: %s", pod, err);
-	switch (j->op) {
-	case J_DESTROY:
-		if (err != NULL)
-			logmsg("podproc %s: destroy what %s left: %s", pod, j->err ? "a failed create" : id, err);
-		if (p != NULL) { /* the output now has DRAIN_MS to reach EOF */
-			p->destroying = 0;
-			p->job = NULL;
-			p->drain = now_ms() + DRAIN_MS;
-			settle(p);
-		}
-		if (c != NULL)
-			fail(c, PP_C_FAILED, "%s", j->err ? j->err : "destroyed");
-		break;
-	case J_UPDATE:
-		if (c != NULL && err != NULL)
-			fail(c, PP_C_FAILED, "%s", err);
-		else if (c != NULL)
+	if (j->fault != NULL && j->op == J_DESTROY)
+		logmsg("podproc %s: destroy what %s left: %s", pod, j->err ? "a failed create" : p != NULL ? p->id : "?", j->fault);
+	else if (j->fault != NULL)
+		logmsg("podproc %s: %s", pod, j->fault);
+	if (j->op == J_CREATE && j->fault == NULL)
+		created(j, p, c);
+	else if (j->op == J_CREATE)
+		create_failed(j, p, c);
+	else if (j->op == J_EXEC && j->fault == NULL)
+		execed(j, p, c);
+	else if (j->op == J_EXEC)
+		proc_end(p);
+	if (j->op == J_DESTROY && p != NULL) { /* the output now has DRAIN_MS to reach EOF */
+		p->destroying = 0;
+		p->job = NULL;
+		p->drain = now_ms() + DRAIN_MS;
+		settle(p);
+	}
+	/* The process a create or exec made ended before its helper. */
+	if ((j->op == J_CREATE || j->op == J_EXEC) && j->fault == NULL && j->gone)
+		reaped(p, j->status, &j->finished);
+	if (c != NULL && (j->op == J_UPDATE || j->op == J_DESTROY || (j->op == J_EXEC && j->fault != NULL))) {
+		if (j->err != NULL || j->fault != NULL)
+			fail(c, PP_C_FAILED, "%s", j->err != NULL ? j->err : j->fault);
+		else
 			ok(c);
-		break;
-	case J_CREATE:
-		if (err != NULL) {
-			/* What a helper that failed half-way left: a state dir that
-			 * would block the next create with this id, an init waiting
-			 * on its fifo. The caller is answered once it is gone. */
-			struct job *d = spawn(J_DESTROY, p->id, NULL, NULL, 0, 0);
-			if (d != NULL && (d->err = strdup(err)) != NULL && c != NULL) {
-				d->c = c;
-				c->held = &d->c;
-			} else if (c != NULL) {
-				fail(c, PP_C_FAILED, "%s", err);
-			}
-			while (p->waiters != NULL)
-				fail(p->waiters, PP_C_NOT_FOUND, "%s: its create failed", p->id);
-			unlink_proc(p);
-			proc_end(p);
-			break;
-		}
-		p->pid = pid;
-		p->pidfd = pidfd;
-		p->state = PP_S_CREATED;
-		p->cgroup = memcg != NULL ? strdup(memcg) : NULL;
-		oom_watch(p);
-		/* Its cgroups, for plain_destroy, each "cgroup DIR" line as
-		 * "DIR\n": the result's size bounds them. */
-		if (j->plain && (p->cgdirs = calloc(1, j->n + 1)) != NULL)
-			for (size_t i = 0; i < j->n; i += strlen(j->res + i) + 1)
-				if (strncmp(j->res + i, "cgroup ", 7) == 0)
-					strcat(strcat(p->cgdirs, j->res + i + 7), "\n");
-		if (master >= 0) {
-			fcntl(master, F_SETFL, O_NONBLOCK);
-			p->out[0] = (struct pipe_ev){EV_PIPE, master, 1, p};
-			p->in.fd = fcntl(master, F_DUPFD_CLOEXEC, 0);
-		}
-		watch_output(p);
-		for (struct conn *w = p->waiters, *nx; w != NULL; w = nx) {
-			nx = w->next;
-			if (w->flags) /* a STATUS that waited for the create */
-				answer_state(w, p);
-		}
-		logmsg("podproc %s: created %s (pid %d)", pod, p->id, (int)pid);
-		if (c != NULL) {
-			answer_pid(c, pid, NULL, 0);
-			conn_close(c);
-		}
-		if (j->gone)
-			reaped(p, j->status, &j->finished);
-		break;
-	case J_EXEC:
-		if (err != NULL) {
-			if (c != NULL)
-				fail(c, PP_C_FAILED, "%s", err);
-			proc_end(p);
-			break;
-		}
-		p->pid = pid;
-		p->pidfd = pidfd;
-		p->state = PP_S_RUNNING;
-		p->next = procs;
-		procs = p;
-		if (master >= 0)
-			j->ours[j->nours++] = master;
-		if (c == NULL && !j->gone) {
-			proc_kill(p, SIGKILL); /* berth hung up: nobody reads */
-		} else if (c != NULL) {
-			c->mode = M_EXEC;
-			c->p = p;
-			p->execc = c;
-			if (answer_pid(c, pid, j->ours, j->nours) < 0)
-				conn_close(c);
-		}
-		if (j->gone)
-			reaped(p, j->status, &j->finished);
-		break;
 	}
 	j->p = NULL;
 	job_end(j);
@@ -1127,8 +1142,6 @@ static void bury(void)
 	while (dead_procs != NULL) {
 		struct proc *p = dead_procs;
 		dead_procs = p->next;
-		free(p->id);
-		free(p->dir);
 		free(p->cgroup);
 		free(p->cgdirs);
 		free(p);
@@ -1142,7 +1155,9 @@ static void bury(void)
 
 static struct proc *proc_new(int kind, const char *id, const char *dir)
 {
-	struct proc *p = calloc(1, sizeof *p);
+	/* The id and dir follow the record, in one allocation. */
+	size_t ni = strlen(id) + 1, nd = dir != NULL ? strlen(dir) + 1 : 0;
+	struct proc *p = calloc(1, sizeof *p + ni + nd);
 	if (p == NULL)
 		return NULL;
 	p->kind = kind;
@@ -1150,14 +1165,8 @@ static struct proc *proc_new(int kind, const char *id, const char *dir)
 	p->out[0] = p->out[1] = (struct pipe_ev){EV_PIPE, -1, 0, p};
 	p->fifo = (struct pipe_ev){EV_FIFO, -1, 0, p};
 	p->in = (struct pipe_ev){EV_STDIN, -1, 0, p};
-	p->id = strdup(id);
-	p->dir = dir != NULL ? strdup(dir) : NULL;
-	if (p->id == NULL || (dir != NULL && p->dir == NULL)) {
-		free(p->id);
-		free(p->dir);
-		free(p);
-		return NULL;
-	}
+	p->id = memcpy((char *)(p + 1), id, ni);
+	p->dir = dir != NULL ? memcpy(p->id + ni, dir, nd) : NULL;
 	return p;
 }
 
@@ -1194,13 +1203,6 @@ static int stdio(struct proc *p, uint32_t fl, int theirs[3], int *console)
 	return n;
 }
 
-static void close_all(int *fds, int n)
-{
-	for (int i = 0; i < n; i++)
-		if (fds[i] >= 0)
-			close(fds[i]);
-}
-
 /* unlink_exit removes a stale exit.json: an earlier run's exit must not
  * read as this one's. */
 static void unlink_exit(const char *dir)
@@ -1220,13 +1222,8 @@ static void child(int fds[3], int syncfd, int errfd, int go[2], int exe)
 	char b;
 	if (go[1] >= 0)
 		close(go[1]);
-	sigset_t all;
 	int e[3] = {0, 0, 0}, fd;
-	sigemptyset(&all);
-	sigprocmask(SIG_SETMASK, &all, NULL);
-	signal(SIGPIPE, SIG_DFL);
-	signal(SIGHUP, SIG_DFL);
-	signal(SIGINT, SIG_DFL);
+	child_signals();
 	setsid();
 	for (unsigned i = 0; i < msg.njoin; i++, e[2]++) { /* "0": the writer itself */
 		char path[PATH_MAX];
@@ -1307,12 +1304,10 @@ static int join_scope(pid_t pid)
 	close(j->ack); /* the helper may exit */
 	j->ack = -1;
 	waitpid(j->helper, NULL, 0);
-	j->res[j->n] = 0;
-	char *err = strstr(j->res, "error ");
-	int okay = err == NULL && (strncmp(j->res, "ok\n", 3) == 0 || strstr(j->res, "\nok\n") != NULL);
+	int okay = job_parse(j) && j->fault == NULL;
 	if (!okay)
-		snprintf(why, sizeof why, "run %s: join cgroup %s: %.*s", msg.id, msg.scope, err ? (int)strcspn(err + 6, "\n") : 40,
-			 err ? err + 6 : "the spawn helper ended without an answer");
+		snprintf(why, sizeof why, "run %s: join cgroup %s: %s", msg.id, msg.scope,
+			 j->fault ? j->fault : "the spawn helper ended without an answer");
 	job_end(j);
 	return okay ? 0 : -1;
 }
@@ -1462,10 +1457,6 @@ fail:
 static int start(struct conn *c, struct proc *p)
 {
 	char path[PATH_MAX];
-	if (p->kind != K_CTR)
-		return fail(c, PP_C_INVALID, "%s: not a container", p->id);
-	if (p->reaped || p->state == PP_S_EXITED)
-		return fail(c, PP_C_NOT_RUNNING, "%s: not running", p->id);
 	if (p->state != PP_S_CREATED || p->fifo.fd >= 0)
 		return fail(c, PP_C_FAILED, "%s: already started", p->id);
 	/* The init waits, blocked opening its fifo for writing, until it is
@@ -1501,6 +1492,18 @@ static int attach(struct conn *c, struct proc *p)
 	return 0;
 }
 
+/* wait_for holds a WAIT, or a STATUS (status) of a container being
+ * created, among p's waiters. */
+static int wait_for(struct conn *c, struct proc *p, int status)
+{
+	c->mode = M_WAIT;
+	c->flags = (uint32_t)status;
+	c->p = p;
+	c->next = p->waiters;
+	p->waiters = c;
+	return 0;
+}
+
 static int dispatch(struct conn *c)
 {
 	struct proc *p = NULL;
@@ -1509,12 +1512,7 @@ static int dispatch(struct conn *c)
 	    (msg.type == PP_STATUS || msg.type == PP_WAIT)) {
 		/* Being created: answered once it is (or is not), so that
 		 * berth's undo of a create it gave up on finds what to kill. */
-		c->mode = M_WAIT;
-		c->flags = msg.type == PP_STATUS;
-		c->p = p;
-		c->next = p->waiters;
-		p->waiters = c;
-		return 0;
+		return wait_for(c, p, msg.type == PP_STATUS);
 	}
 	if (msg.id != NULL && msg.type != PP_RUN && msg.type != PP_CREATE && (p == NULL || p->state == 0))
 		return fail(c, PP_C_NOT_FOUND, "%s: no such container", msg.id);
@@ -1534,13 +1532,14 @@ static int dispatch(struct conn *c)
 	case PP_CREATE:
 		return create_exec(c, NULL);
 	case PP_START:
-		return start(c, p);
 	case PP_EXEC:
 	case PP_UPDATE:
 		if (p->kind != K_CTR)
 			return fail(c, PP_C_INVALID, "%s: not a container", p->id);
-		if (p->reaped || p->state != PP_S_RUNNING)
+		if (p->reaped || p->state == PP_S_EXITED || (msg.type != PP_START && p->state != PP_S_RUNNING))
 			return fail(c, PP_C_NOT_RUNNING, "%s: not running", p->id);
+		if (msg.type == PP_START)
+			return start(c, p);
 		if (msg.type == PP_EXEC)
 			return create_exec(c, p);
 		struct job *j = spawn(J_UPDATE, p->id, p->dir, NULL, 0, 0);
@@ -1563,11 +1562,7 @@ static int dispatch(struct conn *c)
 		if (p->state == PP_S_EXITED)
 			return answer_state(c, p);
 		/* Answered by finish; the caller hanging up ends it sooner. */
-		c->mode = M_WAIT;
-		c->p = p;
-		c->next = p->waiters;
-		p->waiters = c;
-		return 0;
+		return wait_for(c, p, 0);
 	case PP_STATUS:
 		return answer_state(c, p);
 	case PP_REOPEN:
