@@ -1756,6 +1756,33 @@ static int setup(const char *path)
 	return 0;
 }
 
+/* next_timer: the ms to the next exit whose output is drained for too long,
+ * or helper run that takes too long; -1: none. */
+static int next_timer(void)
+{
+	long long next = -1, now = now_ms();
+	for (struct proc *p = procs; p != NULL; p = p->next)
+		if (p->drain > 0 && (next < 0 || p->drain < next))
+			next = p->drain;
+	for (struct job *j = jobs; j != NULL; j = j->next)
+		if (j->helper > 0 && j->deadline != LLONG_MAX && (next < 0 || j->deadline < next))
+			next = j->deadline;
+	return next < 0 ? -1 : next <= now ? 0 : (int)(next - now);
+}
+
+/* ready_say tells the ready fd (and the log, unless all is well) how the
+ * start went, and ends it with EOF. */
+static int ready_say(int ready, int code, const char *text)
+{
+	if (ready >= 0) {
+		(void)!write(ready, text, strlen(text));
+		close(ready);
+	}
+	if (code != 0)
+		logmsg("%s", text);
+	return code;
+}
+
 int main(int argc, char **argv)
 {
 	int ready = -1;
@@ -1782,36 +1809,17 @@ int main(int argc, char **argv)
 			if (fd != ready)
 				close((int)fd);
 	}
-	if (sock == NULL || argc % 2 == 0 || (spawn_bin == NULL) != (root == NULL)) {
-		static const char usage[] =
-			"usage: berth-podproc --socket PATH [--pod ID] [--ready-fd FD] [--spawn BIN --root DIR [--systemd 1]]";
-		if (ready >= 0)
-			(void)!write(ready, usage, sizeof usage - 1);
-		logmsg("%s", usage);
-		return 2;
-	}
+	if (sock == NULL || argc % 2 == 0 || (spawn_bin == NULL) != (root == NULL))
+		return ready_say(ready, 2, "usage: berth-podproc --socket PATH [--pod ID] [--ready-fd FD] [--spawn BIN --root DIR [--systemd 1]]");
 	if (setup(sock) < 0) {
-		int n = snprintf(why, sizeof why, "berth-podproc: serve %s: %s", sock, strerror(errno));
-		if (ready >= 0)
-			(void)!write(ready, why, (size_t)n);
-		logmsg("%s", why);
-		return 1;
+		snprintf(why, sizeof why, "berth-podproc: serve %s: %s", sock, strerror(errno));
+		return ready_say(ready, 1, why);
 	}
-	if (ready >= 0) {
-		(void)!write(ready, "ok", 2);
-		close(ready);
-	}
+	ready_say(ready, 0, "ok");
 	logmsg("podproc %s: serving %s (pid %d)", pod, sock, (int)getpid());
 	while (!quit) {
-		long long next = -1, now = now_ms();
-		for (struct proc *p = procs; p != NULL; p = p->next)
-			if (p->drain > 0 && (next < 0 || p->drain < next))
-				next = p->drain;
-		for (struct job *j = jobs; j != NULL; j = j->next)
-			if (j->helper > 0 && j->deadline != LLONG_MAX && (next < 0 || j->deadline < next))
-				next = j->deadline;
 		struct epoll_event evs[16];
-		int n = epoll_wait(epfd, evs, 16, next < 0 ? -1 : next <= now ? 0 : (int)(next - now));
+		int n = epoll_wait(epfd, evs, 16, next_timer());
 		for (int i = 0; i < n; i++) {
 			struct ev *ev = evs[i].data.ptr;
 			switch (ev->kind) { /* 0: ended earlier in this batch */
@@ -1826,7 +1834,7 @@ int main(int argc, char **argv)
 			}
 		}
 		bury();
-		now = now_ms();
+		long long now = now_ms();
 		for (struct proc *p = procs, *nx; p != NULL; p = nx) {
 			nx = p->next; /* finish ends an exec's record */
 			if (p->drain > 0 && p->drain <= now && p->state != PP_S_EXITED)
