@@ -519,43 +519,34 @@ static uint32_t oom_killed(struct proc *p, int st)
 }
 
 /* write_exit records an exit as exit.json in dir, atomically: written
- * whole under a temporary name, synced, renamed. A reader sees no file or
- * all of it, whenever this process dies. The format is
- * monitor.ReadExit's. */
+ * whole under a temporary name, synced, renamed, the rename synced (where
+ * the dir is on a disk). A reader sees no file or all of it, whenever this
+ * process dies. The format is monitor.ReadExit's. */
 static int write_exit(struct proc *p)
 {
-	char tmp[PATH_MAX], dst[PATH_MAX], body[1024], ts[40];
+	char tmp[32], body[256], ts[40];
 	ts[logw_time(ts, &p->finished)] = 0;
 	int n = snprintf(body, sizeof body,
 			 "{\"formatVersion\":1,\"code\":%d,\"signal\":%u,\"finishedAt\":\"%s\",\"oomKilled\":%s}\n",
 			 (int)p->exit, p->sig, ts, p->oom ? "true" : "false");
-	if (snprintf(tmp, sizeof tmp, "%s/.exit-%d", p->dir, (int)p->pid) >= (int)sizeof tmp ||
-	    snprintf(dst, sizeof dst, "%s/exit.json", p->dir) >= (int)sizeof dst) {
-		errno = ENAMETOOLONG;
+	snprintf(tmp, sizeof tmp, ".exit-%d", (int)p->pid);
+	int dir = open(p->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), fd, r = -1, e;
+	if (dir < 0)
 		return -1;
+	if ((fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600)) >= 0) {
+		errno = EIO; /* a short write sets none */
+		r = write(fd, body, (size_t)n) == n && fsync(fd) == 0 ? 0 : -1;
+		if (close(fd) < 0 || r < 0 || renameat(dir, tmp, dir, "exit.json") < 0)
+			r = -1;
+		else
+			fsync(dir);
 	}
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
-		return -1;
-	if (write(fd, body, (size_t)n) != n || fsync(fd) < 0) {
-		int e = errno ? errno : EIO;
-		close(fd);
-		unlink(tmp);
-		errno = e;
-		return -1;
-	}
-	if (close(fd) < 0 || rename(tmp, dst) < 0) {
-		int e = errno;
-		unlink(tmp);
-		errno = e;
-		return -1;
-	}
-	/* The rename itself, durable where the dir is on a disk. */
-	if ((fd = open(p->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
-		fsync(fd);
-		close(fd);
-	}
-	return 0;
+	e = errno;
+	if (r < 0 && fd >= 0)
+		unlinkat(dir, tmp, 0);
+	close(dir);
+	errno = e;
+	return r;
 }
 
 /* proc_end ends a process's record: unlinked from procs already. */
