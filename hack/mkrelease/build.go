@@ -12,6 +12,10 @@ import (
 // nsenter and libseccomp) and the C pod process need it.
 var crossCC = map[string]string{"amd64": "gcc", "arm64": "aarch64-linux-gnu-gcc"}
 
+// podCC builds the C pod process: musl where Debian has it for the
+// architecture (musl-tools), else the cross compiler's static glibc.
+var podCC = map[string]string{"amd64": "musl-gcc", "arm64": "aarch64-linux-gnu-gcc"}
+
 // build compiles the binaries of arch into dir as hack/build does, with
 // nothing of the building machine in them: -trimpath, no build id, no VCS
 // stamp (the commit is given with -X).
@@ -33,7 +37,7 @@ func (r *release) build(arch, dir string) error {
 		{"CGO_ENABLED=0", "go", "build", "-ldflags", ldflags, "-o", dir + "/", "./cmd/berth-monitor"},
 		// The C pod process: static, libc only; CFLAGS as the Makefile's
 		// with the build directory kept out of the binary.
-		{"", "make", "-s", "-B", "-C", "monitor/podproc/csrc", "CC=" + cc, "OUT=" + dir,
+		{"", "make", "-s", "-B", "-C", "monitor/podproc/csrc", "CC=" + cc, "PODCC=" + podCC[arch], "OUT=" + dir,
 			"CFLAGS=-Os -ffile-prefix-map=" + r.root + "=.", filepath.Join(dir, "berth-podproc")},
 	}
 	for _, s := range steps {

@@ -13,39 +13,23 @@
 static char out[OUT_CAP];
 static size_t outlen;
 
-static int open_log(const char *path)
-{
-	int fd;
-	do
-		fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0640);
-	while (fd < 0 && errno == EINTR);
-	return fd;
-}
-
 int logw_open(struct logw *l, const char *path)
 {
-	l->fd = -1;
-	l->path = NULL;
-	l->dropped = 0;
-	if (path == NULL)
+	*l = (struct logw){.fd = -1};
+	if (path == NULL || ((l->path = strdup(path)) != NULL && logw_reopen(l) == 0))
 		return 0;
-	if ((l->path = strdup(path)) == NULL)
-		return -1;
-	if ((l->fd = open_log(path)) < 0) {
-		int e = errno;
-		free(l->path);
-		l->path = NULL;
-		errno = e;
-		return -1;
-	}
-	return 0;
+	int e = errno;
+	free(l->path);
+	l->path = NULL;
+	errno = e;
+	return -1;
 }
 
 int logw_reopen(struct logw *l)
 {
 	if (l->path == NULL)
 		return 0;
-	int fd = open_log(l->path);
+	int fd = open(l->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0640);
 	if (fd < 0)
 		return -1;
 	/* Records went to the old file until this moment: none is lost. */

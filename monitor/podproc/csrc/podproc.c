@@ -92,7 +92,8 @@ struct job; /* one run of the spawn helper */
 
 struct proc {
 	struct proc *next;
-	char *id, *dir, *cgroup; /* cgroup: where the oom_kill counter is */
+	char *id, *dir;		 /* stored after the record */
+	char *cgroup;		 /* where the oom_kill counter is */
 	char *cgdirs;		 /* a plain destroy's cgroups, each ending in \n */
 	struct logw log;
 	int kind, state, reaped, status, pidfd, tty, stdin_once, destroying;
@@ -190,7 +191,17 @@ static void pipe_close(struct pipe_ev *pe)
 	pe->fd = -1;
 }
 
-/* psignal signals a process not yet reaped: its pid is still ours. */
+/* close_all closes the descriptors of fds that are open, and marks them closed. */
+static void close_all(int *fds, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (fds[i] >= 0) {
+			close(fds[i]);
+			fds[i] = -1;
+		}
+}
+
+/* proc_kill signals a process not yet reaped: its pid is still ours. */
 static int proc_kill(struct proc *p, int sig)
 {
 	if (p->pidfd >= 0)
@@ -398,6 +409,15 @@ static int answer_state(struct conn *c, struct proc *p)
 	return reply(c, &e);
 }
 
+/* answer_pid answers a call that made a process, with descriptors if any. */
+static int answer_pid(struct conn *c, pid_t pid, const int *fds, int nfds)
+{
+	struct pp_enc e;
+	begin(&e, c, PP_C_OK);
+	pp_put_u32(&e, PP_T_PID, (uint32_t)pid);
+	return respond(c, &e, fds, nfds);
+}
+
 /* send_exit ends a stream (an attach, an exec's) with the exit. */
 static void send_exit(struct conn *c, struct proc *p)
 {
@@ -411,13 +431,13 @@ static void send_exit(struct conn *c, struct proc *p)
 }
 
 /* oom_count reads the oom_kill counter of a cgroup's memory.events (v2)
- * or memory.oom_control (v1), file "" the one there is; -1: none. */
-static long long oom_count(const char *dir, const char *file)
+ * or memory.oom_control (v1); -1: neither. */
+static long long oom_count(const char *dir)
 {
 	static const char *files[] = {"memory.events", "memory.oom_control"};
 	char path[PATH_MAX], buf[1024];
 	for (int i = 0; dir != NULL && i < 2; i++) {
-		if ((*file && strcmp(file, files[i]) != 0) || snprintf(path, sizeof path, "%s/%s", dir, files[i]) >= (int)sizeof path)
+		if (snprintf(path, sizeof path, "%s/%s", dir, files[i]) >= (int)sizeof path)
 			continue;
 		int fd = open(path, O_RDONLY | O_CLOEXEC);
 		ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
@@ -459,7 +479,7 @@ static void oom_watch(struct proc *p)
 		return;
 	}
 	*(slash = strrchr(p->cgroup, '/')) = 0;
-	p->oombase = oom_count(p->cgroup, "memory.events");
+	p->oombase = oom_count(p->cgroup);
 	*slash = '/';
 }
 
@@ -470,7 +490,7 @@ static void oom_event(void)
 	while ((n = read(ifd, buf, sizeof buf)) > 0)
 		for (char *e = buf; e < buf + n; e += sizeof(struct inotify_event) + ((struct inotify_event *)e)->len)
 			for (struct proc *p = procs; p != NULL; p = p->next)
-				if (p->wd == ((struct inotify_event *)e)->wd && oom_count(p->cgroup, "memory.events") > 0)
+				if (p->wd == ((struct inotify_event *)e)->wd && oom_count(p->cgroup) > 0)
 					p->oomseen = 1;
 }
 
@@ -482,7 +502,7 @@ static void oom_event(void)
  * reason: rare, and its code (137) is the same. */
 static uint32_t oom_killed(struct proc *p, int st)
 {
-	long long own = oom_count(p->cgroup, ""), parent;
+	long long own = oom_count(p->cgroup), parent;
 	int watched = p->wd > 0;
 	char *slash;
 	if (watched)
@@ -493,49 +513,40 @@ static uint32_t oom_killed(struct proc *p, int st)
 	if (own >= 0 || !watched || !WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
 		return 0;
 	*(slash = strrchr(p->cgroup, '/')) = 0;
-	parent = oom_count(p->cgroup, "memory.events");
+	parent = oom_count(p->cgroup);
 	*slash = '/';
 	return parent > p->oombase;
 }
 
 /* write_exit records an exit as exit.json in dir, atomically: written
- * whole under a temporary name, synced, renamed. A reader sees no file or
- * all of it, whenever this process dies. The format is
- * monitor.ReadExit's. */
+ * whole under a temporary name, synced, renamed, the rename synced (where
+ * the dir is on a disk). A reader sees no file or all of it, whenever this
+ * process dies. The format is monitor.ReadExit's. */
 static int write_exit(struct proc *p)
 {
-	char tmp[PATH_MAX], dst[PATH_MAX], body[1024], ts[40];
+	char tmp[32], body[256], ts[40];
 	ts[logw_time(ts, &p->finished)] = 0;
 	int n = snprintf(body, sizeof body,
 			 "{\"formatVersion\":1,\"code\":%d,\"signal\":%u,\"finishedAt\":\"%s\",\"oomKilled\":%s}\n",
 			 (int)p->exit, p->sig, ts, p->oom ? "true" : "false");
-	if (snprintf(tmp, sizeof tmp, "%s/.exit-%d", p->dir, (int)p->pid) >= (int)sizeof tmp ||
-	    snprintf(dst, sizeof dst, "%s/exit.json", p->dir) >= (int)sizeof dst) {
-		errno = ENAMETOOLONG;
+	snprintf(tmp, sizeof tmp, ".exit-%d", (int)p->pid);
+	int dir = open(p->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), fd, r = -1, e;
+	if (dir < 0)
 		return -1;
+	if ((fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600)) >= 0) {
+		errno = EIO; /* a short write sets none */
+		r = write(fd, body, (size_t)n) == n && fsync(fd) == 0 ? 0 : -1;
+		if (close(fd) < 0 || r < 0 || renameat(dir, tmp, dir, "exit.json") < 0)
+			r = -1;
+		else
+			fsync(dir);
 	}
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
-		return -1;
-	if (write(fd, body, (size_t)n) != n || fsync(fd) < 0) {
-		int e = errno ? errno : EIO;
-		close(fd);
-		unlink(tmp);
-		errno = e;
-		return -1;
-	}
-	if (close(fd) < 0 || rename(tmp, dst) < 0) {
-		int e = errno;
-		unlink(tmp);
-		errno = e;
-		return -1;
-	}
-	/* The rename itself, durable where the dir is on a disk. */
-	if ((fd = open(p->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
-		fsync(fd);
-		close(fd);
-	}
-	return 0;
+	e = errno;
+	if (r < 0 && fd >= 0)
+		unlinkat(dir, tmp, 0);
+	close(dir);
+	errno = e;
+	return r;
 }
 
 /* proc_end ends a process's record: unlinked from procs already. */
@@ -637,13 +648,24 @@ static void jb64(FILE *f, const char *key, const uint8_t *d, size_t n)
 	fputc('"', f);
 }
 
+/* child_signals gives a child this process starts the signals' defaults:
+ * none blocked, none ignored. */
+static void child_signals(void)
+{
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGPIPE, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
+	signal(SIGINT, SIG_DFL);
+}
+
 /* helper_exec runs in the helper's process: its descriptors are 0 the
  * request, 1 /dev/null, 2 our log, 3 the result, 4 the ack, 5... the
  * stdio (monitor/spawnproto.go). */
 static void helper_exec(int in, int res, int ack, const int *theirs, int nt)
 {
 	int src[8] = {in, open("/dev/null", O_WRONLY | O_CLOEXEC), 2, res, ack}, n = 5 + nt;
-	sigset_t none;
 	for (int i = 0; i < nt; i++)
 		src[5 + i] = theirs[i];
 	for (int i = 0; i < n; i++) /* out of the way of 0..n-1 first */
@@ -652,11 +674,7 @@ static void helper_exec(int in, int res, int ack, const int *theirs, int nt)
 	for (int i = 0; i < n; i++)
 		if (dup2(src[i], i) < 0)
 			_exit(127);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	signal(SIGPIPE, SIG_DFL);
-	signal(SIGHUP, SIG_DFL);
-	signal(SIGINT, SIG_DFL);
+	child_signals();
 	char *argv[] = {(char *)spawn_bin, NULL};
 	execve(spawn_bin, argv, environ);
 	_exit(127);
@@ -705,33 +723,24 @@ static struct job *spawn(int op, const char *id, const char *dir, const int *the
 		helper_exec(in, res[1], ack[0], theirs, nt);
 	if (pid < 0)
 		goto fail;
-	close(in);
-	close(res[1]);
-	close(ack[0]);
+	close_all(&in, 1);
+	close_all(&res[1], 1);
+	close_all(&ack[0], 1);
 	*j = (struct job){.kind = EV_JOB, .fd = res[0], .ack = ack[1], .console = -1, .op = op, .helper = pid, .pidfd = -1,
 			  .master = -1, .deadline = now_ms() + SPAWN_MS, .ours = {-1, -1, -1}, .next = jobs};
 	fcntl(res[0], F_SETFL, O_NONBLOCK);
-	if (watch(res[0], j, EPOLLIN) < 0) { /* cannot happen short of ENOMEM */
-		kill(pid, SIGKILL);
-		close(res[0]);
-		close(ack[1]);
-		free(j);
-		return NULL;
+	if (watch(res[0], j, EPOLLIN) == 0) {
+		jobs = j;
+		return j;
 	}
-	jobs = j;
-	return j;
+	kill(pid, SIGKILL); /* cannot happen short of ENOMEM; reaped as an orphan */
 fail:
 	e = errno;
 	if (f != NULL)
 		fclose(f);
-	for (int i = 0; i < 2; i++) {
-		if (res[i] >= 0)
-			close(res[i]);
-		if (ack[i] >= 0)
-			close(ack[i]);
-	}
-	if (in >= 0)
-		close(in);
+	close_all(res, 2);
+	close_all(ack, 2);
+	close_all(&in, 1);
 	free(j);
 	errno = e;
 	return NULL;
@@ -843,15 +852,12 @@ static void reaped(struct proc *p, int st, const struct timespec *t)
 
 static void job_done(struct job *j);
 
-/* job_result takes the helper's result, read whole: lines "pid N",
- * "memcg DIR", "error TEXT", "ok" (monitor.SpawnFormatLines). The
- * process it made, still the helper's unreaped child (so the pid is its),
- * gets a pidfd; then the helper may exit, and the caller is answered once
- * it has: the process is this one's child by then. */
-static void job_result(struct job *j)
+/* job_parse reads the helper's result, read whole: lines "pid N", "memcg
+ * DIR", "cgroup DIR", "plain", "error TEXT", "ok" (monitor.SpawnFormatLines),
+ * each line cut at its end. Returns whether it said ok. */
+static int job_parse(struct job *j)
 {
 	int okay = 0;
-	const char *id = j->p != NULL ? j->p->id : "?";
 	j->res[j->n] = 0;
 	for (char *l = j->res, *nl; *l; l = nl) {
 		if ((nl = strchr(l, '\n')) != NULL)
@@ -869,6 +875,17 @@ static void job_result(struct job *j)
 		else if (strcmp(l, "plain") == 0)
 			j->plain = 1;
 	}
+	return okay;
+}
+
+/* job_result takes the helper's result. The process it made, still the
+ * helper's unreaped child (so the pid is its), gets a pidfd; then the
+ * helper may exit, and the caller is answered once it has: the process
+ * is this one's child by then. */
+static void job_result(struct job *j)
+{
+	int okay = job_parse(j);
+	const char *id = j->p != NULL ? j->p->id : "?";
 	if (j->fault == NULL && !okay) {
 		snprintf(j->why, sizeof j->why, "%s %s: the spawn helper ended without an answer", ops[j->op], id);
 		j->fault = j->why;
@@ -893,116 +910,110 @@ static void job_result(struct job *j)
 		job_done(j);
 }
 
+/* created makes a container's record of a create that succeeded. */
+static void created(struct job *j, struct proc *p, struct conn *c)
+{
+	p->pid = j->pid;
+	p->pidfd = j->pidfd;
+	p->state = PP_S_CREATED;
+	p->cgroup = j->memcg != NULL ? strdup(j->memcg) : NULL;
+	oom_watch(p);
+	/* Its cgroups, for plain_destroy, each "cgroup DIR" line as
+	 * "DIR\n": the result's size bounds them. */
+	if (j->plain && (p->cgdirs = calloc(1, j->n + 1)) != NULL)
+		for (size_t i = 0; i < j->n; i += strlen(j->res + i) + 1)
+			if (strncmp(j->res + i, "cgroup ", 7) == 0)
+				strcat(strcat(p->cgdirs, j->res + i + 7), "\n");
+	if (j->master >= 0) {
+		fcntl(j->master, F_SETFL, O_NONBLOCK);
+		p->out[0] = (struct pipe_ev){EV_PIPE, j->master, 1, p};
+		p->in.fd = fcntl(j->master, F_DUPFD_CLOEXEC, 0);
+	}
+	watch_output(p);
+	for (struct conn *w = p->waiters, *nx; w != NULL; w = nx) {
+		nx = w->next;
+		if (w->flags) /* a STATUS that waited for the create */
+			answer_state(w, p);
+	}
+	logmsg("podproc %s: created %s (pid %d)", pod, p->id, (int)p->pid);
+	if (c != NULL) {
+		answer_pid(c, p->pid, NULL, 0);
+		conn_close(c);
+	}
+}
+
+/* create_failed has what a helper that failed half-way left destroyed: a
+ * state dir that would block the next create with this id, an init
+ * waiting on its fifo. The caller is answered once it is gone. */
+static void create_failed(struct job *j, struct proc *p, struct conn *c)
+{
+	struct job *d = spawn(J_DESTROY, p->id, NULL, NULL, 0, 0);
+	if (d != NULL && (d->err = strdup(j->fault)) != NULL && c != NULL) {
+		d->c = c;
+		c->held = &d->c;
+	} else if (c != NULL) {
+		fail(c, PP_C_FAILED, "%s", j->fault);
+	}
+	while (p->waiters != NULL)
+		fail(p->waiters, PP_C_NOT_FOUND, "%s: its create failed", p->id);
+	unlink_proc(p);
+	proc_end(p);
+}
+
+/* execed makes the record of an exec's process and hands berth its stdio. */
+static void execed(struct job *j, struct proc *p, struct conn *c)
+{
+	p->pid = j->pid;
+	p->pidfd = j->pidfd;
+	p->state = PP_S_RUNNING;
+	p->next = procs;
+	procs = p;
+	if (j->master >= 0)
+		j->ours[j->nours++] = j->master;
+	if (c == NULL && !j->gone) {
+		proc_kill(p, SIGKILL); /* berth hung up: nobody reads */
+	} else if (c != NULL) {
+		c->mode = M_EXEC;
+		c->p = p;
+		p->execc = c;
+		if (answer_pid(c, p->pid, j->ours, j->nours) < 0)
+			conn_close(c);
+	}
+}
+
 /* job_done acts on the result once the helper is gone. */
 static void job_done(struct job *j)
 {
-	int pidfd = j->pidfd, master = j->master;
-	pid_t pid = j->pid;
-	const char *err = j->fault, *memcg = j->memcg;
 	struct proc *p = j->p;
 	struct conn *c = j->c;
-	struct pp_enc e;
-	const char *id = p != NULL ? p->id : "?";
 	if (c != NULL)
 		c->held = NULL;
-	if (err != NULL && j->op != J_DESTROY)
-		logmsg("podproc %s: %s", pod, err);
-	switch (j->op) {
-	case J_DESTROY:
-		if (err != NULL)
-			logmsg("podproc %s: destroy what %s left: %s", pod, j->err ? "a failed create" : id, err);
-		if (p != NULL) { /* the output now has DRAIN_MS to reach EOF */
-			p->destroying = 0;
-			p->job = NULL;
-			p->drain = now_ms() + DRAIN_MS;
-			settle(p);
-		}
-		if (c != NULL)
-			fail(c, PP_C_FAILED, "%s", j->err ? j->err : "destroyed");
-		break;
-	case J_UPDATE:
-		if (c != NULL && err != NULL)
-			fail(c, PP_C_FAILED, "%s", err);
-		else if (c != NULL)
+	if (j->fault != NULL && j->op == J_DESTROY)
+		logmsg("podproc %s: destroy what %s left: %s", pod, j->err ? "a failed create" : p != NULL ? p->id : "?", j->fault);
+	else if (j->fault != NULL)
+		logmsg("podproc %s: %s", pod, j->fault);
+	if (j->op == J_CREATE && j->fault == NULL)
+		created(j, p, c);
+	else if (j->op == J_CREATE)
+		create_failed(j, p, c);
+	else if (j->op == J_EXEC && j->fault == NULL)
+		execed(j, p, c);
+	else if (j->op == J_EXEC)
+		proc_end(p);
+	if (j->op == J_DESTROY && p != NULL) { /* the output now has DRAIN_MS to reach EOF */
+		p->destroying = 0;
+		p->job = NULL;
+		p->drain = now_ms() + DRAIN_MS;
+		settle(p);
+	}
+	/* The process a create or exec made ended before its helper. */
+	if ((j->op == J_CREATE || j->op == J_EXEC) && j->fault == NULL && j->gone)
+		reaped(p, j->status, &j->finished);
+	if (c != NULL && (j->op == J_UPDATE || j->op == J_DESTROY || (j->op == J_EXEC && j->fault != NULL))) {
+		if (j->err != NULL || j->fault != NULL)
+			fail(c, PP_C_FAILED, "%s", j->err != NULL ? j->err : j->fault);
+		else
 			ok(c);
-		break;
-	case J_CREATE:
-		if (err != NULL) {
-			/* What a helper that failed half-way left: a state dir that
-			 * would block the next create with this id, an init waiting
-			 * on its fifo. The caller is answered once it is gone. */
-			struct job *d = spawn(J_DESTROY, p->id, NULL, NULL, 0, 0);
-			if (d != NULL && (d->err = strdup(err)) != NULL && c != NULL) {
-				d->c = c;
-				c->held = &d->c;
-			} else if (c != NULL) {
-				fail(c, PP_C_FAILED, "%s", err);
-			}
-			while (p->waiters != NULL)
-				fail(p->waiters, PP_C_NOT_FOUND, "%s: its create failed", p->id);
-			unlink_proc(p);
-			proc_end(p);
-			break;
-		}
-		p->pid = pid;
-		p->pidfd = pidfd;
-		p->state = PP_S_CREATED;
-		p->cgroup = memcg != NULL ? strdup(memcg) : NULL;
-		oom_watch(p);
-		/* Its cgroups, for plain_destroy, each "cgroup DIR" line as
-		 * "DIR\n": the result's size bounds them. */
-		if (j->plain && (p->cgdirs = calloc(1, j->n + 1)) != NULL)
-			for (size_t i = 0; i < j->n; i += strlen(j->res + i) + 1)
-				if (strncmp(j->res + i, "cgroup ", 7) == 0)
-					strcat(strcat(p->cgdirs, j->res + i + 7), "\n");
-		if (master >= 0) {
-			fcntl(master, F_SETFL, O_NONBLOCK);
-			p->out[0] = (struct pipe_ev){EV_PIPE, master, 1, p};
-			p->in.fd = fcntl(master, F_DUPFD_CLOEXEC, 0);
-		}
-		watch_output(p);
-		for (struct conn *w = p->waiters, *nx; w != NULL; w = nx) {
-			nx = w->next;
-			if (w->flags) /* a STATUS that waited for the create */
-				answer_state(w, p);
-		}
-		logmsg("podproc %s: created %s (pid %d)", pod, p->id, (int)pid);
-		if (c != NULL) {
-			begin(&e, c, PP_C_OK);
-			pp_put_u32(&e, PP_T_PID, (uint32_t)pid);
-			reply(c, &e);
-		}
-		if (j->gone)
-			reaped(p, j->status, &j->finished);
-		break;
-	case J_EXEC:
-		if (err != NULL) {
-			if (c != NULL)
-				fail(c, PP_C_FAILED, "%s", err);
-			proc_end(p);
-			break;
-		}
-		p->pid = pid;
-		p->pidfd = pidfd;
-		p->state = PP_S_RUNNING;
-		p->next = procs;
-		procs = p;
-		if (master >= 0)
-			j->ours[j->nours++] = master;
-		if (c == NULL && !j->gone) {
-			proc_kill(p, SIGKILL); /* berth hung up: nobody reads */
-		} else if (c != NULL) {
-			c->mode = M_EXEC;
-			c->p = p;
-			p->execc = c;
-			begin(&e, c, PP_C_OK);
-			pp_put_u32(&e, PP_T_PID, (uint32_t)pid);
-			if (respond(c, &e, j->ours, j->nours) < 0)
-				conn_close(c);
-		}
-		if (j->gone)
-			reaped(p, j->status, &j->finished);
-		break;
 	}
 	j->p = NULL;
 	job_end(j);
@@ -1122,8 +1133,6 @@ static void bury(void)
 	while (dead_procs != NULL) {
 		struct proc *p = dead_procs;
 		dead_procs = p->next;
-		free(p->id);
-		free(p->dir);
 		free(p->cgroup);
 		free(p->cgdirs);
 		free(p);
@@ -1137,7 +1146,9 @@ static void bury(void)
 
 static struct proc *proc_new(int kind, const char *id, const char *dir)
 {
-	struct proc *p = calloc(1, sizeof *p);
+	/* The id and dir follow the record, in one allocation. */
+	size_t ni = strlen(id) + 1, nd = dir != NULL ? strlen(dir) + 1 : 0;
+	struct proc *p = calloc(1, sizeof *p + ni + nd);
 	if (p == NULL)
 		return NULL;
 	p->kind = kind;
@@ -1145,14 +1156,8 @@ static struct proc *proc_new(int kind, const char *id, const char *dir)
 	p->out[0] = p->out[1] = (struct pipe_ev){EV_PIPE, -1, 0, p};
 	p->fifo = (struct pipe_ev){EV_FIFO, -1, 0, p};
 	p->in = (struct pipe_ev){EV_STDIN, -1, 0, p};
-	p->id = strdup(id);
-	p->dir = dir != NULL ? strdup(dir) : NULL;
-	if (p->id == NULL || (dir != NULL && p->dir == NULL)) {
-		free(p->id);
-		free(p->dir);
-		free(p);
-		return NULL;
-	}
+	p->id = memcpy((char *)(p + 1), id, ni);
+	p->dir = dir != NULL ? memcpy(p->id + ni, dir, nd) : NULL;
 	return p;
 }
 
@@ -1189,13 +1194,6 @@ static int stdio(struct proc *p, uint32_t fl, int theirs[3], int *console)
 	return n;
 }
 
-static void close_all(int *fds, int n)
-{
-	for (int i = 0; i < n; i++)
-		if (fds[i] >= 0)
-			close(fds[i]);
-}
-
 /* unlink_exit removes a stale exit.json: an earlier run's exit must not
  * read as this one's. */
 static void unlink_exit(const char *dir)
@@ -1215,13 +1213,8 @@ static void child(int fds[3], int syncfd, int errfd, int go[2], int exe)
 	char b;
 	if (go[1] >= 0)
 		close(go[1]);
-	sigset_t all;
 	int e[3] = {0, 0, 0}, fd;
-	sigemptyset(&all);
-	sigprocmask(SIG_SETMASK, &all, NULL);
-	signal(SIGPIPE, SIG_DFL);
-	signal(SIGHUP, SIG_DFL);
-	signal(SIGINT, SIG_DFL);
+	child_signals();
 	setsid();
 	for (unsigned i = 0; i < msg.njoin; i++, e[2]++) { /* "0": the writer itself */
 		char path[PATH_MAX];
@@ -1254,6 +1247,26 @@ fail:
 	_exit(127);
 }
 
+/* write_maps writes the uid and gid maps of RUN's child's user namespace. */
+static int write_maps(pid_t pid)
+{
+	const char *maps[2] = {msg.uidmap, msg.gidmap}, *files[2] = {"uid_map", "gid_map"};
+	for (int i = 0; i < 2; i++) {
+		char path[64];
+		snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, files[i]);
+		int fd = open(path, O_WRONLY | O_CLOEXEC);
+		ssize_t n = fd < 0 ? -1 : write(fd, maps[i], strlen(maps[i]));
+		int err = errno;
+		if (fd >= 0)
+			close(fd);
+		if (n != (ssize_t)strlen(maps[i])) {
+			snprintf(why, sizeof why, "run %s: write %s: %s", msg.id, files[i], strerror(err));
+			return -1;
+		}
+	}
+	return 0;
+}
+
 /* join_scope has the spawn helper move pid, RUN's child waiting for its
  * go byte, into the cgroup msg.scope names through the systemd driver: a
  * transient scope systemd starts over D-Bus with the pid in it, which this
@@ -1282,12 +1295,10 @@ static int join_scope(pid_t pid)
 	close(j->ack); /* the helper may exit */
 	j->ack = -1;
 	waitpid(j->helper, NULL, 0);
-	j->res[j->n] = 0;
-	char *err = strstr(j->res, "error ");
-	int okay = err == NULL && (strncmp(j->res, "ok\n", 3) == 0 || strstr(j->res, "\nok\n") != NULL);
+	int okay = job_parse(j) && j->fault == NULL;
 	if (!okay)
-		snprintf(why, sizeof why, "run %s: join cgroup %s: %.*s", msg.id, msg.scope, err ? (int)strcspn(err + 6, "\n") : 40,
-			 err ? err + 6 : "the spawn helper ended without an answer");
+		snprintf(why, sizeof why, "run %s: join cgroup %s: %s", msg.id, msg.scope,
+			 j->fault ? j->fault : "the spawn helper ended without an answer");
 	job_end(j);
 	return okay ? 0 : -1;
 }
@@ -1297,7 +1308,7 @@ static int run(struct conn *c)
 	if (msg.argv[0][0] != '/')
 		return fail(c, PP_C_INVALID, "run %s: the program must be an absolute path, not %s", msg.id, msg.argv[0]);
 	struct proc *p = proc_new(K_RUN, msg.id, msg.dir);
-	int theirs[3] = {-1, -1, -1}, ep[2] = {-1, -1}, sp[2] = {-1, -1}, gp[2] = {-1, -1}, console = -1, exe = -1;
+	int theirs[3] = {-1, -1, -1}, ep[2] = {-1, -1}, sp[2] = {-1, -1}, gp[2] = {-1, -1}, console = -1, exe = -1, null = -1, std[3];
 	if ((msg.uidmap == NULL) != (msg.gidmap == NULL) || (msg.uidmap != NULL && msg.netns != NULL))
 		return fail(c, PP_C_INVALID, "run %s: a user namespace needs both maps, and makes its own network namespace", msg.id);
 	if (msg.scope != NULL && (spawn_bin == NULL || !systemd || msg.njoin > 0))
@@ -1314,10 +1325,14 @@ static int run(struct conn *c)
 		snprintf(why, sizeof why, "%s: open log %s: %s", msg.id, msg.log, strerror(errno));
 		goto failwhy;
 	}
-	if (!(msg.flags & PP_FL_STDIN) && (theirs[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
+	/* Without a log nobody reads its output (pause's): /dev/null, as its
+	 * stdin is without the stdin flag; a pipe costs the pod's memory. */
+	uint32_t fl = (msg.flags & PP_FL_STDIN) | (msg.log != NULL ? PP_FL_STDOUT | PP_FL_STDERR : 0);
+	if ((null = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0 || stdio(p, fl, theirs, &console) < 0)
 		goto fail;
-	if (stdio(p, (msg.flags & PP_FL_STDIN) | PP_FL_STDOUT | PP_FL_STDERR, theirs + (theirs[0] >= 0), &console) < 0 ||
-	    pipe2(ep, O_CLOEXEC) < 0 || ((msg.flags & PP_FL_SYNC) && pipe2(sp, O_CLOEXEC) < 0) ||
+	for (int i = 0, k = 0; i < 3; i++) /* stdio's order, of those asked */
+		std[i] = fl & (i == 0 ? PP_FL_STDIN : i == 1 ? PP_FL_STDOUT : PP_FL_STDERR) ? theirs[k++] : null;
+	if (pipe2(ep, O_CLOEXEC) < 0 || ((msg.flags & PP_FL_SYNC) && pipe2(sp, O_CLOEXEC) < 0) ||
 	    ((msg.uidmap != NULL || msg.scope != NULL) && pipe2(gp, O_CLOEXEC) < 0) ||
 	    (msg.uidmap != NULL && (exe = open(msg.argv[0], O_RDONLY | O_CLOEXEC)) < 0))
 		goto fail;
@@ -1329,26 +1344,11 @@ static int run(struct conn *c)
 	if (pid < 0)
 		goto fail;
 	if (pid == 0)
-		child(theirs, sp[1], ep[1], gp, exe);
+		child(std, sp[1], ep[1], gp, exe);
 	close(ep[1]);
 	ep[1] = -1;
 	if (gp[1] >= 0) { /* its user namespace's maps, its scope, then let it go on */
-		const char *maps[2] = {msg.uidmap, msg.gidmap}, *files[2] = {"uid_map", "gid_map"};
-		for (int i = 0; i < 2 && msg.uidmap != NULL; i++) {
-			char path[64];
-			snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, files[i]);
-			int fd = open(path, O_WRONLY | O_CLOEXEC), ok = fd >= 0 && write(fd, maps[i], strlen(maps[i])) == (ssize_t)strlen(maps[i]);
-			int err = errno;
-			if (fd >= 0)
-				close(fd);
-			if (!ok) {
-				kill(pid, SIGKILL);
-				waitpid(pid, NULL, 0);
-				snprintf(why, sizeof why, "run %s: write %s: %s", msg.id, files[i], strerror(err));
-				goto failwhy;
-			}
-		}
-		if (msg.scope != NULL && join_scope(pid) < 0) {
+		if ((msg.uidmap != NULL && write_maps(pid) < 0) || (msg.scope != NULL && join_scope(pid) < 0)) {
 			kill(pid, SIGKILL);
 			waitpid(pid, NULL, 0);
 			goto failwhy;
@@ -1368,35 +1368,29 @@ static int run(struct conn *c)
 			 e[0] == 0 ? msg.join[e[2] & (PP_MAX_JOIN - 1)] : e[0] == 3 ? msg.netns : msg.argv[0], strerror(e[1]));
 		goto failwhy;
 	}
-	close_all(ep, 2);
-	close_all(gp, 2);
-	close_all(theirs, 3);
-	if (exe >= 0)
-		close(exe);
 	p->pid = pid;
 	p->state = PP_S_RUNNING;
 	watch_output(p);
 	p->next = procs;
 	procs = p;
 	logmsg("podproc %s: %s runs %s (pid %d)", pod, p->id, msg.argv[0], (int)pid);
-	struct pp_enc enc;
-	begin(&enc, c, PP_C_OK);
-	pp_put_u32(&enc, PP_T_PID, (uint32_t)pid);
 	/* Berth reads the sync pipe itself: pause's "ok" once set up. */
-	respond(c, &enc, sp, sp[0] >= 0);
-	close_all(sp, 2);
-	return conn_close(c);
+	answer_pid(c, pid, sp, sp[0] >= 0);
+	conn_close(c);
+	goto out;
 fail:
 	snprintf(why, sizeof why, "run %s: %s", msg.id, strerror(errno));
 failwhy:
+	proc_end(p);
+	fail(c, PP_C_FAILED, "%s", why);
+out:
 	close_all(theirs, 3);
 	close_all(ep, 2);
 	close_all(sp, 2);
 	close_all(gp, 2);
-	if (exe >= 0)
-		close(exe);
-	proc_end(p);
-	return fail(c, PP_C_FAILED, "%s", why);
+	close_all(&exe, 1);
+	close_all(&null, 1);
+	return 0;
 }
 
 /* create and exec hand the work to a helper run; the caller is answered
@@ -1455,10 +1449,6 @@ fail:
 static int start(struct conn *c, struct proc *p)
 {
 	char path[PATH_MAX];
-	if (p->kind != K_CTR)
-		return fail(c, PP_C_INVALID, "%s: not a container", p->id);
-	if (p->reaped || p->state == PP_S_EXITED)
-		return fail(c, PP_C_NOT_RUNNING, "%s: not running", p->id);
 	if (p->state != PP_S_CREATED || p->fifo.fd >= 0)
 		return fail(c, PP_C_FAILED, "%s: already started", p->id);
 	/* The init waits, blocked opening its fifo for writing, until it is
@@ -1494,6 +1484,18 @@ static int attach(struct conn *c, struct proc *p)
 	return 0;
 }
 
+/* wait_for holds a WAIT, or a STATUS (status) of a container being
+ * created, among p's waiters. */
+static int wait_for(struct conn *c, struct proc *p, int status)
+{
+	c->mode = M_WAIT;
+	c->flags = (uint32_t)status;
+	c->p = p;
+	c->next = p->waiters;
+	p->waiters = c;
+	return 0;
+}
+
 static int dispatch(struct conn *c)
 {
 	struct proc *p = NULL;
@@ -1502,12 +1504,7 @@ static int dispatch(struct conn *c)
 	    (msg.type == PP_STATUS || msg.type == PP_WAIT)) {
 		/* Being created: answered once it is (or is not), so that
 		 * berth's undo of a create it gave up on finds what to kill. */
-		c->mode = M_WAIT;
-		c->flags = msg.type == PP_STATUS;
-		c->p = p;
-		c->next = p->waiters;
-		p->waiters = c;
-		return 0;
+		return wait_for(c, p, msg.type == PP_STATUS);
 	}
 	if (msg.id != NULL && msg.type != PP_RUN && msg.type != PP_CREATE && (p == NULL || p->state == 0))
 		return fail(c, PP_C_NOT_FOUND, "%s: no such container", msg.id);
@@ -1527,13 +1524,14 @@ static int dispatch(struct conn *c)
 	case PP_CREATE:
 		return create_exec(c, NULL);
 	case PP_START:
-		return start(c, p);
 	case PP_EXEC:
 	case PP_UPDATE:
 		if (p->kind != K_CTR)
 			return fail(c, PP_C_INVALID, "%s: not a container", p->id);
-		if (p->reaped || p->state != PP_S_RUNNING)
+		if (p->reaped || p->state == PP_S_EXITED || (msg.type != PP_START && p->state != PP_S_RUNNING))
 			return fail(c, PP_C_NOT_RUNNING, "%s: not running", p->id);
+		if (msg.type == PP_START)
+			return start(c, p);
 		if (msg.type == PP_EXEC)
 			return create_exec(c, p);
 		struct job *j = spawn(J_UPDATE, p->id, p->dir, NULL, 0, 0);
@@ -1556,11 +1554,7 @@ static int dispatch(struct conn *c)
 		if (p->state == PP_S_EXITED)
 			return answer_state(c, p);
 		/* Answered by finish; the caller hanging up ends it sooner. */
-		c->mode = M_WAIT;
-		c->p = p;
-		c->next = p->waiters;
-		p->waiters = c;
-		return 0;
+		return wait_for(c, p, 0);
 	case PP_STATUS:
 		return answer_state(c, p);
 	case PP_REOPEN:
@@ -1754,6 +1748,33 @@ static int setup(const char *path)
 	return 0;
 }
 
+/* next_timer: the ms to the next exit whose output is drained for too long,
+ * or helper run that takes too long; -1: none. */
+static int next_timer(void)
+{
+	long long next = -1, now = now_ms();
+	for (struct proc *p = procs; p != NULL; p = p->next)
+		if (p->drain > 0 && (next < 0 || p->drain < next))
+			next = p->drain;
+	for (struct job *j = jobs; j != NULL; j = j->next)
+		if (j->helper > 0 && j->deadline != LLONG_MAX && (next < 0 || j->deadline < next))
+			next = j->deadline;
+	return next < 0 ? -1 : next <= now ? 0 : (int)(next - now);
+}
+
+/* ready_say tells the ready fd (and the log, unless all is well) how the
+ * start went, and ends it with EOF. */
+static int ready_say(int ready, int code, const char *text)
+{
+	if (ready >= 0) {
+		(void)!write(ready, text, strlen(text));
+		close(ready);
+	}
+	if (code != 0)
+		logmsg("%s", text);
+	return code;
+}
+
 int main(int argc, char **argv)
 {
 	int ready = -1;
@@ -1772,44 +1793,25 @@ int main(int argc, char **argv)
 			systemd = strcmp(argv[i + 1], "1") == 0;
 	}
 	/* Nothing inherited but stdio and the ready fd stays open: what this
-	 * process holds is no container's to see. */
-	if ((ready == 3 || close_range(3, ready < 3 ? ~0u : (unsigned)ready - 1, 0) == 0) &&
-	    (ready < 3 || close_range((unsigned)ready + 1, ~0u, 0) == 0)) {
+	 * process holds is no container's to see. (musl has no close_range.) */
+	if ((ready == 3 || syscall(SYS_close_range, 3, ready < 3 ? ~0u : (unsigned)ready - 1, 0) == 0) &&
+	    (ready < 3 || syscall(SYS_close_range, (unsigned)ready + 1, ~0u, 0) == 0)) {
 	} else { /* a kernel before 5.9 */
 		for (long fd = 3, max = sysconf(_SC_OPEN_MAX); fd < max; fd++)
 			if (fd != ready)
 				close((int)fd);
 	}
-	if (sock == NULL || argc % 2 == 0 || (spawn_bin == NULL) != (root == NULL)) {
-		static const char usage[] =
-			"usage: berth-podproc --socket PATH [--pod ID] [--ready-fd FD] [--spawn BIN --root DIR [--systemd 1]]";
-		if (ready >= 0)
-			(void)!write(ready, usage, sizeof usage - 1);
-		logmsg("%s", usage);
-		return 2;
-	}
+	if (sock == NULL || argc % 2 == 0 || (spawn_bin == NULL) != (root == NULL))
+		return ready_say(ready, 2, "usage: berth-podproc --socket PATH [--pod ID] [--ready-fd FD] [--spawn BIN --root DIR [--systemd 1]]");
 	if (setup(sock) < 0) {
-		int n = snprintf(why, sizeof why, "berth-podproc: serve %s: %s", sock, strerror(errno));
-		if (ready >= 0)
-			(void)!write(ready, why, (size_t)n);
-		logmsg("%s", why);
-		return 1;
+		snprintf(why, sizeof why, "berth-podproc: serve %s: %s", sock, strerror(errno));
+		return ready_say(ready, 1, why);
 	}
-	if (ready >= 0) {
-		(void)!write(ready, "ok", 2);
-		close(ready);
-	}
+	ready_say(ready, 0, "ok");
 	logmsg("podproc %s: serving %s (pid %d)", pod, sock, (int)getpid());
 	while (!quit) {
-		long long next = -1, now = now_ms();
-		for (struct proc *p = procs; p != NULL; p = p->next)
-			if (p->drain > 0 && (next < 0 || p->drain < next))
-				next = p->drain;
-		for (struct job *j = jobs; j != NULL; j = j->next)
-			if (j->helper > 0 && j->deadline != LLONG_MAX && (next < 0 || j->deadline < next))
-				next = j->deadline;
 		struct epoll_event evs[16];
-		int n = epoll_wait(epfd, evs, 16, next < 0 ? -1 : next <= now ? 0 : (int)(next - now));
+		int n = epoll_wait(epfd, evs, 16, next_timer());
 		for (int i = 0; i < n; i++) {
 			struct ev *ev = evs[i].data.ptr;
 			switch (ev->kind) { /* 0: ended earlier in this batch */
@@ -1824,7 +1826,7 @@ int main(int argc, char **argv)
 			}
 		}
 		bury();
-		now = now_ms();
+		long long now = now_ms();
 		for (struct proc *p = procs, *nx; p != NULL; p = nx) {
 			nx = p->next; /* finish ends an exec's record */
 			if (p->drain > 0 && p->drain <= now && p->state != PP_S_EXITED)

@@ -5,17 +5,25 @@
 
 enum { T_NONE, T_STR, T_U32, T_U64, T_BYTES };
 
-/* Each tag's type; a string may repeat only where noted. */
-static const uint8_t tag_type[PP_NTAGS] = {
-	[PP_T_ID] = T_STR, [PP_T_DIR] = T_STR, [PP_T_LOG] = T_STR,
-	[PP_T_ARG] = T_STR, [PP_T_ENV] = T_STR, [PP_T_FLAGS] = T_U32,
-	[PP_T_SIGNAL] = T_U32, [PP_T_WIDTH] = T_U32, [PP_T_HEIGHT] = T_U32,
-	[PP_T_CGROUP] = T_STR, [PP_T_NETNS] = T_STR, [PP_T_BLOB] = T_BYTES, [PP_T_JOIN] = T_STR, [PP_T_UIDMAP] = T_STR, [PP_T_GIDMAP] = T_STR,
-	[PP_T_SCOPE] = T_STR,
-	[PP_T_CODE] = T_U32, [PP_T_MSG] = T_STR, [PP_T_PID] = T_U32,
-	[PP_T_STATE] = T_U32, [PP_T_EXIT] = T_U32, [PP_T_EXITSIG] = T_U32,
-	[PP_T_FINISHED] = T_U64, [PP_T_OOM] = T_U32, [PP_T_VMIN] = T_U32,
-	[PP_T_VMAX] = T_U32,
+/* Each tag's type, the member of struct pp_msg its value goes to (0: a
+ * list or the data, set apart), and a u32's largest value. */
+#define AT(f) (uint16_t)(offsetof(struct pp_msg, f) + 1)
+#define ANY 0xffffffffu
+static const struct {
+	uint8_t type;
+	uint16_t at;
+	uint32_t max;
+} tags[PP_NTAGS] = {
+	[PP_T_ID] = {T_STR, AT(id), 0}, [PP_T_DIR] = {T_STR, AT(dir), 0}, [PP_T_LOG] = {T_STR, AT(log), 0},
+	[PP_T_ARG] = {T_STR, 0, 0}, [PP_T_ENV] = {T_STR, 0, 0}, [PP_T_JOIN] = {T_STR, 0, 0},
+	[PP_T_CGROUP] = {T_STR, AT(cgroup), 0}, [PP_T_NETNS] = {T_STR, AT(netns), 0}, [PP_T_UIDMAP] = {T_STR, AT(uidmap), 0},
+	[PP_T_GIDMAP] = {T_STR, AT(gidmap), 0}, [PP_T_SCOPE] = {T_STR, AT(scope), 0}, [PP_T_MSG] = {T_STR, AT(msg), 0},
+	[PP_T_FLAGS] = {T_U32, AT(flags), PP_FL_ALL}, [PP_T_SIGNAL] = {T_U32, AT(signal), 64},
+	[PP_T_WIDTH] = {T_U32, AT(width), 0xffff}, [PP_T_HEIGHT] = {T_U32, AT(height), 0xffff},
+	[PP_T_CODE] = {T_U32, AT(code), ANY}, [PP_T_PID] = {T_U32, AT(pid), ANY}, [PP_T_STATE] = {T_U32, AT(state), ANY},
+	[PP_T_EXIT] = {T_U32, AT(exit), ANY}, [PP_T_EXITSIG] = {T_U32, AT(exitsig), ANY}, [PP_T_OOM] = {T_U32, AT(oom), ANY},
+	[PP_T_VMIN] = {T_U32, AT(vmin), ANY}, [PP_T_VMAX] = {T_U32, AT(vmax), ANY},
+	[PP_T_FINISHED] = {T_U64, AT(finished), 0}, [PP_T_BLOB] = {T_BYTES, 0, 0},
 };
 
 #define B(t) ((uint64_t)1 << (t))
@@ -128,20 +136,17 @@ int pp_parse(const uint8_t *buf, size_t n, struct pp_msg *m, const char **why)
 			return bad(why, "truncated field");
 		uint8_t tag = p[0];
 		size_t fl = (size_t)p[1] | (size_t)p[2] << 8;
-		p += 3;
-		if ((size_t)(end - p) < fl)
+		const uint8_t *v = p + 3;
+		if ((size_t)(end - v) < fl)
 			return bad(why, "field longer than the frame");
-		if (tag >= PP_NTAGS || tag_type[tag] == T_NONE || !(may & B(tag)))
+		p = v + fl;
+		if (tag >= PP_NTAGS || tags[tag].type == T_NONE || !(may & B(tag)))
 			return bad(why, "field not in this message's schema");
-		int repeats = tag == PP_T_ARG || tag == PP_T_ENV || tag == PP_T_JOIN;
-		if ((m->seen & B(tag)) && !repeats)
+		int list = tag == PP_T_ARG || tag == PP_T_ENV || tag == PP_T_JOIN;
+		if ((m->seen & B(tag)) && !list)
 			return bad(why, "field repeated");
 		m->seen |= B(tag);
-		const uint8_t *v = p;
-		p += fl;
-		uint32_t u = 0;
-		const char *s = (const char *)v;
-		switch (tag_type[tag]) {
+		switch (tags[tag].type) {
 		case T_STR:
 			if (fl == 0 || fl > PP_MAX_STR || v[fl - 1] != 0 || memchr(v, 0, fl - 1) != NULL)
 				return bad(why, "string not NUL-terminated, too long, or with a NUL inside");
@@ -149,7 +154,10 @@ int pp_parse(const uint8_t *buf, size_t n, struct pp_msg *m, const char **why)
 		case T_U32:
 			if (fl != 4)
 				return bad(why, "u32 field of the wrong length");
-			u = get32(v);
+			/* A flag unknown, a signal not 1-64, a terminal over 65535. */
+			if (get32(v) > tags[tag].max || (tag == PP_T_SIGNAL && get32(v) == 0))
+				return bad(why, "integer out of range");
+			*(uint32_t *)((char *)m + tags[tag].at - 1) = get32(v);
 			break;
 		case T_U64:
 			if (fl != 8)
@@ -161,64 +169,24 @@ int pp_parse(const uint8_t *buf, size_t n, struct pp_msg *m, const char **why)
 			m->ndata = (uint32_t)fl;
 			break;
 		}
-		switch (tag) {
-		case PP_T_ID:
-			/* An id names files and is shown in messages: printable,
-			 * no slash. */
+		if (tags[tag].type != T_STR)
+			continue;
+		if (tag == PP_T_ID) {
+			/* An id names files and is shown in messages: printable, no slash. */
 			if (fl < 2 || fl > 129)
 				return bad(why, "id empty or over 128 bytes");
 			for (size_t i = 0; i + 1 < fl; i++)
 				if (v[i] <= ' ' || v[i] >= 127 || v[i] == '/')
 					return bad(why, "id with a character other than printable ASCII or with a slash");
-			m->id = s;
-			break;
-		case PP_T_DIR: m->dir = s; break;
-		case PP_T_LOG: m->log = s; break;
-		case PP_T_CGROUP: m->cgroup = s; break;
-		case PP_T_NETNS: m->netns = s; break;
-		case PP_T_UIDMAP: m->uidmap = s; break;
-		case PP_T_GIDMAP: m->gidmap = s; break;
-		case PP_T_SCOPE: m->scope = s; break;
-		case PP_T_MSG: m->msg = s; break;
-		case PP_T_ARG:
-		case PP_T_ENV: {
-			const char **list = tag == PP_T_ARG ? m->argv : m->envp;
-			unsigned *cnt = tag == PP_T_ARG ? &m->nargv : &m->nenv;
-			if (*cnt >= PP_MAX_ARGS)
-				return bad(why, "too many arguments or environment entries");
-			list[(*cnt)++] = s;
-			break;
 		}
-		case PP_T_JOIN:
-			if (m->njoin >= PP_MAX_JOIN)
-				return bad(why, "too many cgroups to join");
-			m->join[m->njoin++] = s;
-			break;
-		case PP_T_FLAGS:
-			if (u & ~(uint32_t)PP_FL_ALL)
-				return bad(why, "unknown flag");
-			m->flags = u;
-			break;
-		case PP_T_SIGNAL:
-			if (u < 1 || u > 64)
-				return bad(why, "signal out of range");
-			m->signal = u;
-			break;
-		case PP_T_WIDTH:
-		case PP_T_HEIGHT:
-			if (u > 0xffff)
-				return bad(why, "terminal size out of range");
-			*(tag == PP_T_WIDTH ? &m->width : &m->height) = u;
-			break;
-		case PP_T_CODE: m->code = u; break;
-		case PP_T_PID: m->pid = u; break;
-		case PP_T_STATE: m->state = u; break;
-		case PP_T_EXIT: m->exit = (int32_t)u; break;
-		case PP_T_EXITSIG: m->exitsig = u; break;
-		case PP_T_OOM: m->oom = u; break;
-		case PP_T_VMIN: m->vmin = u; break;
-		case PP_T_VMAX: m->vmax = u; break;
+		if (!list) {
+			*(const char **)((char *)m + tags[tag].at - 1) = (const char *)v;
+			continue;
 		}
+		unsigned *n = tag == PP_T_ARG ? &m->nargv : tag == PP_T_ENV ? &m->nenv : &m->njoin;
+		if (*n >= (tag == PP_T_JOIN ? PP_MAX_JOIN : PP_MAX_ARGS))
+			return bad(why, "too many arguments, environment entries or cgroups to join");
+		(tag == PP_T_ARG ? m->argv : tag == PP_T_ENV ? m->envp : m->join)[(*n)++] = (const char *)v;
 	}
 	if ((m->seen & must) != must)
 		return bad(why, "a required field is missing");

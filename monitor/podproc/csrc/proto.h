@@ -26,21 +26,11 @@
 #define PP_MAX_JOIN 16
 #define PP_MAX_STR 4096 /* with its NUL */
 
-/* Message types. A response has its request's type with PP_RESPONSE. */
+/* Message types, numbered from 1 in this order. A response has its
+ * request's type with PP_RESPONSE. */
 enum {
-	PP_PING = 1,
-	PP_RUN = 2,
-	PP_CREATE = 3,
-	PP_START = 4,
-	PP_SIGNAL = 5,
-	PP_WAIT = 6,
-	PP_STATUS = 7,
-	PP_EXEC = 8,
-	PP_ATTACH = 9,
-	PP_REOPEN = 10,
-	PP_UPDATE = 11,
-	PP_DELETE = 12,
-	PP_SHUTDOWN = 13,
+	PP_PING = 1, PP_RUN, PP_CREATE, PP_START, PP_SIGNAL, PP_WAIT, PP_STATUS,
+	PP_EXEC, PP_ATTACH, PP_REOPEN, PP_UPDATE, PP_DELETE, PP_SHUTDOWN,
 	PP_NOPS,
 	/* Stream frames, after an ATTACH or EXEC response. */
 	PP_F_STDOUT = 0x40, /* raw payload */
@@ -98,17 +88,10 @@ enum {
 	PP_FL_ALL = 1023,
 };
 
-/* Response codes. */
+/* Response codes, numbered from 0 in this order. */
 enum {
-	PP_C_OK = 0,
-	PP_C_INVALID = 1,
-	PP_C_NOT_FOUND = 2,
-	PP_C_NOT_RUNNING = 3,
-	PP_C_BUSY = 4,
-	PP_C_VERSION = 5,
-	PP_C_UNSUPPORTED = 6,
-	PP_C_EXISTS = 7,
-	PP_C_FAILED = 8,
+	PP_C_OK, PP_C_INVALID, PP_C_NOT_FOUND, PP_C_NOT_RUNNING, PP_C_BUSY,
+	PP_C_VERSION, PP_C_UNSUPPORTED, PP_C_EXISTS, PP_C_FAILED,
 };
 
 /* Container states. */
