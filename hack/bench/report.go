@@ -92,7 +92,7 @@ func readJSON(path string, v any) error {
 	return nil
 }
 
-// Steps is berth's own primitive steps, timed by `berth debug timings` on
+// Steps is berth's own primitive steps, timed by `bench timings` on
 // the same machine in the same run (its -json output).
 type Steps struct {
 	Label      string `json:"label"`
@@ -148,7 +148,7 @@ func mergeSteps(all []*Steps) []*Steps {
 func tableCommand(args []string) error {
 	fs := flag.NewFlagSet("table", flag.ContinueOnError)
 	var steps endpointFlag
-	fs.Var(&steps, "steps", "berth debug timings -json output (repeatable; matched to reports by label)")
+	fs.Var(&steps, "steps", "bench timings -json output (repeatable; matched to reports by label)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -409,7 +409,7 @@ func printSteps(w io.Writer, s *Steps, reps []*Report) {
 			rep = r
 		}
 	}
-	fmt.Fprintf(w, "\nberth's primitive steps, %s (berth debug timings, before and after the benchmark, median of %d):\n\n", s.Label, s.Iterations)
+	fmt.Fprintf(w, "\nberth's primitive steps, %s (bench timings, before and after the benchmark, median of %d):\n\n", s.Label, s.Iterations)
 	var lines [][]string
 	sum := 0.0
 	var in []string
