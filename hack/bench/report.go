@@ -155,8 +155,14 @@ func tableCommand(args []string) error {
 	if fs.NArg() == 0 {
 		return fmt.Errorf("usage: bench table [-steps FILE]... REPORT.json...")
 	}
+	return writeTable(os.Stdout, fs.Args(), steps)
+}
+
+// writeTable prints the table of the reports and the steps files (bench
+// timings -json) read from these paths.
+func writeTable(w io.Writer, reports, steps []string) error {
 	var reps []*Report
-	for _, p := range fs.Args() {
+	for _, p := range reports {
 		r := &Report{}
 		if err := readJSON(p, r); err != nil {
 			return err
@@ -171,7 +177,7 @@ func tableCommand(args []string) error {
 		}
 		st = append(st, s)
 	}
-	printTable(os.Stdout, reps, mergeSteps(st))
+	printTable(w, reps, mergeSteps(st))
 	return nil
 }
 
