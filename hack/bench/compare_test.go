@@ -124,3 +124,40 @@ func TestCompareExitCode(t *testing.T) {
 		t.Errorf("other error: %d, want 1", got)
 	}
 }
+
+func TestFindBerthBinaries(t *testing.T) {
+	tests := []struct {
+		name      string
+		files     []string // made executable in the berth's dir
+		wantErr   string
+		wantPause string // the pause command's first word, relative to the dir
+	}{
+		{name: "berth missing", files: nil, wantErr: "not found"},
+		{name: "monitor missing", files: []string{"berth"}, wantErr: "berth-monitor not found"},
+		{name: "built-in pause", files: []string{"berth", "berth-monitor"}, wantPause: "berth"},
+		{name: "small pause", files: []string{"berth", "berth-monitor", "berth-pause"}, wantPause: "berth-pause"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, f := range tt.files {
+				if err := os.WriteFile(filepath.Join(dir, f), []byte("#!/bin/sh\n"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			b, err := findBerthBinaries(filepath.Join(dir, "berth"))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.monitor != filepath.Join(dir, "berth-monitor") || b.pause[0] != filepath.Join(dir, tt.wantPause) {
+				t.Errorf("got %+v", b)
+			}
+		})
+	}
+}
