@@ -28,8 +28,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		switch args[1] {
 		case "config":
 			return configCommand(args[2:], stdout, stderr)
-		case "debug":
-			return debugCommand(args[2:], stdout, stderr)
 		case "images":
 			return imagesCommand(args[2:], os.Stdin, stdout, stderr)
 		case pause.Subcommand:

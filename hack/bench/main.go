@@ -26,6 +26,8 @@
 //	      -image docker.io/library/busybox:latest -pull-image docker.io/berth-test/big:latest -json out.json
 //	bench table [-steps STEPS.json]... REPORT.json...   print the table of earlier runs
 //	bench wait [-timeout 30s] unix:///path             wait until a runtime answers Version
+//	bench timings [berth daemon flags] [-n N] [-json F] time berth's primitive steps with its own code
+//	bench compare [flags]                               berth beside containerd, everything (hack/bench-compare)
 //
 // Needs root (it reads other processes' smaps). Everything it starts is
 // torn down on exit, also after a failure or SIGINT; it removes the cgroup
@@ -88,6 +90,19 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == "push-layer" {
 		if err := pushLayerCommand(os.Args[2:]); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "compare" {
+		if err := compareCommand(os.Args[2:]); err != nil {
+			log.Print(err)
+			os.Exit(compareExitCode(err))
+		}
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "timings" {
+		if err := timingsCommand(os.Args[2:]); err != nil {
 			log.Fatal(err)
 		}
 		return

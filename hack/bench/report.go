@@ -92,7 +92,7 @@ func readJSON(path string, v any) error {
 	return nil
 }
 
-// Steps is berth's own primitive steps, timed by `berth debug timings` on
+// Steps is berth's own primitive steps, timed by `bench timings` on
 // the same machine in the same run (its -json output).
 type Steps struct {
 	Label      string `json:"label"`
@@ -148,15 +148,21 @@ func mergeSteps(all []*Steps) []*Steps {
 func tableCommand(args []string) error {
 	fs := flag.NewFlagSet("table", flag.ContinueOnError)
 	var steps endpointFlag
-	fs.Var(&steps, "steps", "berth debug timings -json output (repeatable; matched to reports by label)")
+	fs.Var(&steps, "steps", "bench timings -json output (repeatable; matched to reports by label)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() == 0 {
 		return fmt.Errorf("usage: bench table [-steps FILE]... REPORT.json...")
 	}
+	return writeTable(os.Stdout, fs.Args(), steps)
+}
+
+// writeTable prints the table of the reports and the steps files (bench
+// timings -json) read from these paths.
+func writeTable(w io.Writer, reports, steps []string) error {
 	var reps []*Report
-	for _, p := range fs.Args() {
+	for _, p := range reports {
 		r := &Report{}
 		if err := readJSON(p, r); err != nil {
 			return err
@@ -171,7 +177,7 @@ func tableCommand(args []string) error {
 		}
 		st = append(st, s)
 	}
-	printTable(os.Stdout, reps, mergeSteps(st))
+	printTable(w, reps, mergeSteps(st))
 	return nil
 }
 
@@ -409,7 +415,7 @@ func printSteps(w io.Writer, s *Steps, reps []*Report) {
 			rep = r
 		}
 	}
-	fmt.Fprintf(w, "\nberth's primitive steps, %s (berth debug timings, before and after the benchmark, median of %d):\n\n", s.Label, s.Iterations)
+	fmt.Fprintf(w, "\nberth's primitive steps, %s (bench timings, before and after the benchmark, median of %d):\n\n", s.Label, s.Iterations)
 	var lines [][]string
 	sum := 0.0
 	var in []string

@@ -29,7 +29,7 @@ import (
 	"github.com/berth-runtime/berth/sandbox"
 )
 
-const debugUsage = `usage: berth debug timings [daemon flags] [-n N] [-image REF] [-json FILE] [-label L]
+const timingsUsage = `usage: bench timings [berth daemon flags] [-berth PATH] [-n N] [-image REF] [-json FILE] [-label L]
 
 Times berth's primitive steps of a pod start and teardown one by one, N
 times, with berth's own code: netns create+pin, CNI ADD, the pod's monitor
@@ -37,53 +37,50 @@ and pause in it, rootfs mount, spec, container create and start
 (libcontainer in the monitor), then the teardown steps. It uses the CNI and
 registry settings of the daemon's config (file and flags) on a temporary
 root and state of its own, which it removes, so it can run beside a daemon.
-This is the floor a pod start through the CRI is compared with
-(hack/bench-compare).`
+The monitor and pause are the ones installed next to -berth. This is the
+floor a pod start through the CRI is compared with (bench compare).`
 
-func debugCommand(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "timings" {
-		fmt.Fprintln(stderr, debugUsage)
-		return 2
-	}
-	fs := flag.NewFlagSet("berth debug timings", flag.ContinueOnError)
+func timingsCommand(args []string) error {
+	fs := flag.NewFlagSet("bench timings", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	cfgFlags := config.RegisterFlags(fs)
+	berth := fs.String("berth", defaultBerth(), "the berth binary whose berth-monitor and berth-pause (installed next to it) are timed")
 	n := fs.Int("n", 20, "iterations")
 	ref := fs.String("image", "docker.io/library/busybox:latest", "container image (needs sleep), pulled into the temporary root")
 	jsonOut := fs.String("json", "", "also write the medians as JSON here")
-	label := fs.String("label", "", "label recorded in the JSON (hack/bench matches it to a benchmark run)")
-	if err := fs.Parse(args[1:]); err != nil {
+	label := fs.String("label", "", "label recorded in the JSON (bench table matches it to a benchmark run)")
+	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stdout, debugUsage)
-			return 0
+			fmt.Println(timingsUsage)
+			return nil
 		}
-		fmt.Fprintf(stderr, "berth debug timings: %v\n", err)
-		return 2
+		return fmt.Errorf("timings: %w\n%s", err, timingsUsage)
 	}
 	cfg, err := cfgFlags.Load()
 	if err != nil {
-		fmt.Fprintf(stderr, "berth debug timings: %v\n", err)
-		return 1
+		return fmt.Errorf("timings: %w", err)
+	}
+	bins, err := findBerthBinaries(*berth)
+	if err != nil {
+		return fmt.Errorf("timings: %w", err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	res, err := measureSteps(ctx, cfg, *ref, max(*n, 1), slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	res, err := measureSteps(ctx, cfg, bins, *ref, max(*n, 1), slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
-		fmt.Fprintf(stderr, "berth debug timings: %v\n", err)
-		return 1
+		return fmt.Errorf("timings: %w", err)
 	}
 	res.Label = *label
 	for _, s := range res.Steps {
-		fmt.Fprintf(stdout, "%-9s %-34s p50 %8.2f ms  p90 %8.2f ms\n", s.Phase, s.Name, s.P50, s.P90)
+		fmt.Printf("%-9s %-34s p50 %8.2f ms  p90 %8.2f ms\n", s.Phase, s.Name, s.P50, s.P90)
 	}
 	if *jsonOut != "" {
 		data, _ := json.MarshalIndent(res, "", "  ")
 		if err := os.WriteFile(*jsonOut, append(data, '\n'), 0o644); err != nil {
-			fmt.Fprintf(stderr, "berth debug timings: %v\n", err)
-			return 1
+			return fmt.Errorf("timings: %w", err)
 		}
 	}
-	return 0
+	return nil
 }
 
 // stepTimings is the JSON hack/bench reads (its Steps type).
@@ -103,7 +100,7 @@ type stepTiming struct {
 }
 
 // The steps, in the order they run. inSum marks the primitives a pod
-// start cannot do without (issue 9): their medians add up to the floor.
+// start cannot do without: their medians add up to the floor.
 var timedSteps = []struct {
 	name, phase string
 	inSum       bool
@@ -131,6 +128,7 @@ type stepEnv struct {
 	cni     *network.CNI
 	netns   *network.NetNS
 	monitor string
+	pause   []string // the pause command, without its arguments
 	tmp     string
 	state   string
 	img     imageInfo
@@ -143,17 +141,14 @@ type imageInfo struct {
 	config spec.ImageConfig
 }
 
-func measureSteps(ctx context.Context, cfg *config.Config, ref string, n int, log *slog.Logger) (*stepTimings, error) {
+func measureSteps(ctx context.Context, cfg *config.Config, bins berthBinaries, ref string, n int, log *slog.Logger) (*stepTimings, error) {
 	tmp, err := os.MkdirTemp("", "berth-timings.")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
 	cfg.Root, cfg.State = filepath.Join(tmp, "root"), filepath.Join(tmp, "state")
-	e := &stepEnv{cfg: cfg, tmp: tmp, state: cfg.State, durs: map[string][]float64{}}
-	if e.monitor, err = monitor.FindBinary(); err != nil {
-		return nil, err
-	}
+	e := &stepEnv{cfg: cfg, tmp: tmp, state: cfg.State, monitor: bins.monitor, pause: bins.pause, durs: map[string][]float64{}}
 	if e.cni, err = network.NewCNI(network.Config{
 		ConfDir: cfg.CNI.ConfDir, BinDirs: cfg.CNI.BinDirs, CacheDir: filepath.Join(cfg.State, "cni"),
 	}, log); err != nil {
@@ -165,7 +160,7 @@ func measureSteps(ctx context.Context, cfg *config.Config, ref string, n int, lo
 	if e.netns, err = network.NewNetNS(filepath.Join(cfg.State, "netns")); err != nil {
 		return nil, err
 	}
-	images, err := newImages(ctx, cfg, log, nil, nil)
+	images, err := openImages(ctx, cfg, log)
 	if err != nil {
 		return nil, err
 	}
@@ -350,7 +345,7 @@ func (e *stepEnv) pod(ctx context.Context, record bool) error {
 	})
 	var pause *sandbox.Process
 	if err := timed("pause start (in the monitor)", func() error {
-		args, env, err := sandbox.PauseCommand(&sandbox.PauseSpec{PodID: podID, Hostname: hostname}, nil)
+		args, env, err := sandbox.PauseCommand(&sandbox.PauseSpec{PodID: podID, Hostname: hostname}, e.pause)
 		if err != nil {
 			return err
 		}
