@@ -129,6 +129,8 @@ func run(r *monitor.SpawnRequest, fault *faultpoint.Point) *monitor.SpawnResult 
 			return fail(fmt.Errorf("destroy: %w", err))
 		}
 		return &monitor.SpawnResult{}
+	case monitor.SpawnCheckpoint:
+		return checkpoint(r)
 	}
 	spec := r.Spec
 	if spec == nil {
