@@ -97,7 +97,7 @@ func (s *Service) Checkpoint(ctx context.Context, id, location string, timeout t
 	if err != nil {
 		return err
 	}
-	// Not at the same time as a remove, an exec's start or an update.
+	// Not at the same time as a remove or a resources update.
 	c.op.Lock()
 	defer c.op.Unlock()
 	rec := c.snapshot()
@@ -122,23 +122,33 @@ func (s *Service) Checkpoint(ctx context.Context, id, location string, timeout t
 	if err := s.dump(ctx, &rec, work); err != nil {
 		return err
 	}
-	c.mu.RLock()
-	files := map[string][]byte{specDump: c.spec}
-	cfg := c.cfg
-	c.mu.RUnlock()
-	desc, err := json.MarshalIndent(describe(&rec, cfg, time.Now()), "", "  ")
-	if err != nil {
-		return fmt.Errorf("container %s: checkpoint: %w", rec.ID, err)
-	}
-	files[configDump] = desc
-	if err := writeRootfsDiff(rec.Upper, work); err != nil {
-		return fmt.Errorf("container %s: checkpoint: rootfs diff: %w", rec.ID, err)
-	}
-	if err := writeArchive(location, work, files); err != nil {
+	if err := s.writeCheckpoint(c, &rec, work, location); err != nil {
 		return fmt.Errorf("container %s: checkpoint: %w", rec.ID, err)
 	}
 	s.log.Info("container checkpointed", "container", rec.ID, "location", location)
 	return nil
+}
+
+// writeCheckpoint adds the spec, the description and the writable
+// layer's changes to CRIU's dump in work and writes the archive.
+func (s *Service) writeCheckpoint(c *ctr, rec *Record, work, location string) error {
+	c.mu.RLock()
+	spec, cfg := c.spec, c.cfg
+	c.mu.RUnlock()
+	if len(spec) == 0 {
+		var err error
+		if spec, err = os.ReadFile(filepath.Join(rec.Dir, monitor.SpecFile)); err != nil {
+			return fmt.Errorf("spec: %w", err)
+		}
+	}
+	desc, err := json.MarshalIndent(describe(rec, cfg, time.Now()), "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := writeRootfsDiff(rec.Upper, work); err != nil {
+		return fmt.Errorf("rootfs diff: %w", err)
+	}
+	return writeArchive(location, work, map[string][]byte{specDump: spec, configDump: desc})
 }
 
 // dump has the spawn helper, run by berth (CRIU needs no parent of the
