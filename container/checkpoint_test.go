@@ -213,3 +213,31 @@ func TestDescribe(t *testing.T) {
 		})
 	}
 }
+
+func TestProbeCRIU(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		script string // the fake criu; "" is none on PATH
+		want   string // a part of the reason; "" is CRIU works
+	}{
+		{"works", "#!/bin/sh\necho Looks good.\n", ""},
+		{"check fails", "#!/bin/sh\necho 'Error (criu/vdso.c:381): vdso: Unexpected rt vDSO area bounds' >&2\necho 'Error (criu/crtools.c:260): Could not initialize kernel features detection.' >&2\nexit 1\n",
+			"check: Error (criu/crtools.c:260): Could not initialize kernel features detection."},
+		{"silent failure", "#!/bin/sh\nexit 3\n", "exit status 3"},
+		{"missing", "", "criu not found on PATH"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if tc.script != "" {
+				if err := os.WriteFile(filepath.Join(dir, "criu"), []byte(tc.script), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			t.Setenv("PATH", dir)
+			got := probeCRIU()
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Errorf("probeCRIU() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
