@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/berth-runtime/berth/monitor"
 	"github.com/berth-runtime/berth/test/framework"
 )
 
@@ -88,6 +89,7 @@ func TestCheckpointContainer(t *testing.T) {
 		if entries, err := os.ReadDir(out); err != nil || len(entries) != 0 {
 			t.Errorf("refused checkpoint left %v in the location's directory (%v)", entries, err)
 		}
+		dumpPastProbe(t, e, id)
 	}
 	// Nothing of the work is left in berth's root.
 	if entries, err := os.ReadDir(filepath.Join(e.d.Root, "checkpoints")); err != nil || len(entries) != 0 {
@@ -159,5 +161,33 @@ func checkArchive(t *testing.T, location, id string) {
 		if h.Name == "data.txt" {
 			return
 		}
+	}
+}
+
+// dumpPastProbe runs the dump berth's probe refused: the spawn helper, on
+// the container's libcontainer state, gets as far as CRIU and reports its
+// failure, and the container is left running (checked by the caller).
+func dumpPastProbe(t *testing.T, e *env, id string) {
+	t.Helper()
+	work := t.TempDir()
+	bin := filepath.Join(filepath.Dir(framework.Binary(t)), monitor.SpawnBinary)
+	err := monitor.RunSpawn(framework.Ctx(t), bin, &monitor.SpawnRequest{Op: monitor.SpawnCheckpoint,
+		Root: filepath.Join(e.d.State, "runc"), ID: id, ImagesDir: filepath.Join(work, "checkpoint"), WorkDir: work})
+	t.Logf("the helper's dump past the probe: %v", err)
+	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "criu") {
+		t.Errorf("the helper's dump where criu check fails: %v, want CRIU's failure", err)
+	}
+	if log, err := os.ReadFile(filepath.Join(work, "dump.log")); err == nil {
+		t.Logf("CRIU's dump.log:\n%s", log)
+	}
+	// Written before CRIU runs: the container's stdio as a restore must
+	// replace them, stdout and stderr the pod process's pipes.
+	var fds []string
+	data, err := os.ReadFile(filepath.Join(work, "checkpoint", "descriptors.json"))
+	if err == nil {
+		err = json.Unmarshal(data, &fds)
+	}
+	if err != nil || len(fds) != 3 || !strings.HasPrefix(fds[1], "pipe:") || !strings.HasPrefix(fds[2], "pipe:") {
+		t.Errorf("descriptors.json: %s (%v), want stdin, then stdout and stderr pipes", data, err)
 	}
 }
