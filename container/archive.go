@@ -3,14 +3,15 @@ package container
 import (
 	"archive/tar"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -55,36 +56,24 @@ func describe(rec *Record, cfg *runtimeapi.ContainerConfig, at time.Time) *check
 	}
 }
 
-// writeRootfsDiff writes dir/rootfs-diff.tar, the files, directories and
-// links of the overlay upper layer under upper, and dir/deleted.files,
-// the paths its whiteouts (0:0 character devices) delete, if any. The
-// layer is read as it is at this moment, while the container runs on.
+// writeRootfsDiff writes dir/rootfs-diff.tar, the files, directories,
+// links, devices and FIFOs of the overlay upper layer under upper, and
+// dir/deleted.files, the paths its whiteouts (0:0 character devices)
+// delete, if any. The layer is read as it is at this moment, while the
+// container runs on and may change it.
 func writeRootfsDiff(upper, dir string) error {
-	root := filepath.Join(upper, "upper")
+	root, err := os.OpenFile(filepath.Join(upper, "upper"), os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
 	f, err := os.Create(filepath.Join(dir, rootfsDiff))
 	if err != nil {
 		return err
 	}
 	tw := tar.NewWriter(f)
 	var deleted []string
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || path == root {
-			return err
-		}
-		rel, err := filepath.Rel(root, path)
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		if whiteout(fi) {
-			deleted = append(deleted, rel)
-			return nil
-		}
-		return addEntry(tw, path, rel, fi)
-	})
+	err = tarLayer(tw, root, "", &deleted)
 	if err == nil {
 		err = tw.Close()
 	}
@@ -101,10 +90,126 @@ func writeRootfsDiff(upper, dir string) error {
 	return os.WriteFile(filepath.Join(dir, deletedFiles), data, 0o600)
 }
 
-// whiteout tells an overlay whiteout: a character device 0:0.
-func whiteout(fi fs.FileInfo) bool {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && fi.Mode()&fs.ModeCharDevice != 0 && st.Rdev == 0
+// tarLayer writes what the directory dir holds to tw, its names under
+// prefix, and adds its whiteouts to deleted. It follows no symbolic link:
+// each name is looked at and opened relative to its directory's
+// descriptor with O_NOFOLLOW, so that a directory the container swaps
+// for a link to the host's / meanwhile cannot bring the host's files in.
+func tarLayer(tw *tar.Writer, dir *os.File, prefix string, deleted *[]string) error {
+	names, err := dir.Readdirnames(-1)
+	if err != nil {
+		return fmt.Errorf("%s/: %w", prefix, err)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		rel := path.Join(prefix, name)
+		var st unix.Stat_t
+		err := unix.Fstatat(int(dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW)
+		switch {
+		case errors.Is(err, unix.ENOENT):
+			continue // removed meanwhile
+		case err != nil:
+			return fmt.Errorf("%s: %w", rel, err)
+		case st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == 0:
+			*deleted = append(*deleted, rel)
+			continue
+		case st.Mode&unix.S_IFMT == unix.S_IFSOCK:
+			continue // a tar cannot hold one
+		}
+		if err := tarLayerEntry(tw, dir, name, rel, &st, deleted); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tarLayerEntry writes the entry name of dir (rel in the layer), st its
+// lstat.
+func tarLayerEntry(tw *tar.Writer, dir *os.File, name, rel string, st *unix.Stat_t, deleted *[]string) error {
+	h := layerHeader(rel, st)
+	switch h.Typeflag {
+	case tar.TypeSymlink:
+		buf := make([]byte, unix.PathMax)
+		n, err := unix.Readlinkat(int(dir.Fd()), name, buf)
+		if err != nil {
+			return fmt.Errorf("%s: %w", rel, err)
+		}
+		h.Linkname = string(buf[:n])
+	case tar.TypeDir:
+		sub, err := openIn(dir, name, unix.O_DIRECTORY)
+		if err != nil {
+			return fmt.Errorf("%s: %w", rel, err)
+		}
+		defer sub.Close()
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		return tarLayer(tw, sub, rel, deleted)
+	case tar.TypeReg:
+		return tarLayerFile(tw, dir, name, h)
+	}
+	return tw.WriteHeader(h)
+}
+
+// tarLayerFile writes the regular file name of dir, h its header.
+func tarLayerFile(tw *tar.Writer, dir *os.File, name string, h *tar.Header) error {
+	// O_NONBLOCK: were it swapped for a FIFO, the open must not wait.
+	f, err := openIn(dir, name, unix.O_NONBLOCK)
+	if err != nil {
+		return fmt.Errorf("%s: %w", h.Name, err)
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return fmt.Errorf("%s: %w", h.Name, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return fmt.Errorf("%s: changed while read", h.Name)
+	}
+	h.Size = st.Size
+	if err := tw.WriteHeader(h); err != nil {
+		return err
+	}
+	// A file that grows meanwhile is cut at the size seen; one that
+	// shrinks fails the archive (its header promised more).
+	if _, err := io.Copy(tw, io.LimitReader(f, h.Size)); err != nil {
+		return fmt.Errorf("%s: %w", h.Name, err)
+	}
+	return nil
+}
+
+// openIn opens name in dir, never through a symbolic link.
+func openIn(dir *os.File, name string, flags int) (*os.File, error) {
+	fd, err := unix.Openat(int(dir.Fd()), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|flags, 0)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
+
+// layerHeader is the tar header of a layer's entry: numeric owners only
+// (names would be the host's, not the container's).
+func layerHeader(rel string, st *unix.Stat_t) *tar.Header {
+	h := &tar.Header{Name: rel, Mode: int64(st.Mode & 0o7777), Uid: int(st.Uid), Gid: int(st.Gid),
+		ModTime: time.Unix(st.Mtim.Unix()), Format: tar.FormatPAX}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		h.Typeflag, h.Name = tar.TypeDir, rel+"/"
+	case unix.S_IFLNK:
+		h.Typeflag = tar.TypeSymlink
+	case unix.S_IFCHR:
+		h.Typeflag = tar.TypeChar
+	case unix.S_IFBLK:
+		h.Typeflag = tar.TypeBlock
+	case unix.S_IFIFO:
+		h.Typeflag = tar.TypeFifo
+	default:
+		h.Typeflag = tar.TypeReg
+	}
+	if h.Typeflag == tar.TypeChar || h.Typeflag == tar.TypeBlock {
+		h.Devmajor, h.Devminor = int64(unix.Major(st.Rdev)), int64(unix.Minor(st.Rdev))
+	}
+	return h
 }
 
 // addEntry writes the file at path, named name, to tw: a directory, a

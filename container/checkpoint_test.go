@@ -87,6 +87,14 @@ func TestWriteRootfsDiff(t *testing.T) {
 	if err := os.Symlink("/data/sub/f", filepath.Join(root, "link")); err != nil {
 		t.Fatal(err)
 	}
+	// A link to the host's /etc as the container sees it: a link, never
+	// walked into.
+	if err := os.Symlink("/etc", filepath.Join(root, "hostetc")); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mkfifo(filepath.Join(root, "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	wantDeleted := []string{}
 	if os.Getuid() == 0 {
 		// An overlay whiteout: the file is deleted in the container.
@@ -105,7 +113,7 @@ func TestWriteRootfsDiff(t *testing.T) {
 	}
 	defer f.Close()
 	got := tarEntries(t, f)
-	want := map[string]string{"data/": "", "data/sub/": "", "data/sub/f": "written", "etc/": "", "link": "-> /data/sub/f"}
+	want := map[string]string{"data/": "", "data/sub/": "", "data/sub/f": "written", "etc/": "", "link": "-> /data/sub/f", "hostetc": "-> /etc", "fifo": ""}
 	if len(got) != len(want) {
 		t.Errorf("rootfs diff holds %v, want %v", got, want)
 	}
