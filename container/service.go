@@ -123,6 +123,11 @@ type Service struct {
 	dir     string // <state>/containers
 	upper   string // <root>/containers
 	runc    string // <state>/runc, libcontainer's root
+	// checkpoints (<root>/checkpoints) holds each checkpoint's work
+	// directory while it is made: CRIU's images are as large as the
+	// container's memory, too large for the state tmpfs.
+	checkpoints string
+	criu        criuProbe
 	// fs runs the removals and unmounts that a filesystem that stopped
 	// answering could hold forever.
 	fs *fsguard.Guard
@@ -163,6 +168,8 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		upper: filepath.Join(opts.Root, "containers"),
 		runc:  filepath.Join(opts.State, "runc"),
 		ctrs:  map[string]*ctr{},
+
+		checkpoints: filepath.Join(opts.Root, "checkpoints"),
 	}
 	s.fs = fsguard.New(s.log, 0)
 	for _, d := range []string{s.dir, s.runc} {
@@ -174,8 +181,10 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	// as the mounter, root), and a host user who could search them could
 	// read and write every container's files: root's only, also when an
 	// older berth made the dir searchable.
-	if err := os.MkdirAll(s.upper, 0o700); err != nil {
-		return nil, fmt.Errorf("container: %w", err)
+	for _, d := range []string{s.upper, s.checkpoints} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("container: %w", err)
+		}
 	}
 	if err := os.Chmod(s.upper, 0o700); err != nil {
 		return nil, fmt.Errorf("container: %w", err)

@@ -36,6 +36,11 @@ const (
 	// OCI cgroupsPath, and CgroupPaths, its directories) through the
 	// cgroup driver: with systemd, a scope started over D-Bus.
 	SpawnJoin = "join"
+	// SpawnCheckpoint dumps the running container's processes with CRIU
+	// into ImagesDir (CRIU's log in WorkDir), leaving them running. berth
+	// runs it itself, not the pod's process: nothing of the pod's
+	// process takes part in it, and its result is a directory.
+	SpawnCheckpoint = "checkpoint"
 )
 
 // SpawnRequest is one helper run.
@@ -65,6 +70,10 @@ type SpawnRequest struct {
 	// LinuxResources as JSON, merged by berth. The C pod process passes
 	// them on without parsing them (base64 in this JSON).
 	Resources []byte `json:"resources,omitempty"`
+	// ImagesDir and WorkDir: SpawnCheckpoint's CRIU image directory
+	// (made by the helper) and the existing directory for its log.
+	ImagesDir string `json:"imagesDir,omitempty"`
+	WorkDir   string `json:"workDir,omitempty"`
 	// Format is the result's: JSON (SpawnResult) by default, or
 	// SpawnFormatLines for the C pod process, which parses no JSON.
 	Format string `json:"format,omitempty"`

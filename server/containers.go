@@ -24,6 +24,9 @@ type Containers interface {
 	ExecSync(ctx context.Context, id string, cmd []string, timeout time.Duration) (*container.ExecResult, error)
 	ReopenLog(ctx context.Context, id string) error
 	UpdateResources(ctx context.Context, id string, r *runtimeapi.LinuxContainerResources) error
+	// Checkpoint writes a checkpoint archive at location; timeout 0 is
+	// the service's default.
+	Checkpoint(ctx context.Context, id, location string, timeout time.Duration) error
 }
 
 var errNoContainers = status.Error(codes.Unimplemented, "containers are not enabled in this server")

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -146,6 +147,12 @@ func (f fuzzContainers) UpdateResources(_ context.Context, id string, r *runtime
 	}
 	return nil
 }
+func (f fuzzContainers) Checkpoint(_ context.Context, id, location string, timeout time.Duration) error {
+	if !filepath.IsAbs(location) || timeout < 0 {
+		f.t.Fatalf("CheckpointContainer accepted location %q timeout %v", location, timeout)
+	}
+	return f.found(id, container.ErrNotFound)
+}
 
 // fuzzImages is the image service.
 type fuzzImages struct{ fuzzServices }
@@ -239,6 +246,9 @@ var fuzzRPCs = []fuzzRPC{
 	rpc("ListImages", func() *runtimeapi.ListImagesRequest { return &runtimeapi.ListImagesRequest{} }, (*Server).ListImages),
 	rpc("RemoveImage", func() *runtimeapi.RemoveImageRequest { return &runtimeapi.RemoveImageRequest{} }, (*Server).RemoveImage),
 	rpc("UpdateRuntimeConfig", func() *runtimeapi.UpdateRuntimeConfigRequest { return &runtimeapi.UpdateRuntimeConfigRequest{} }, (*Server).UpdateRuntimeConfig),
+	rpc("CheckpointContainer", func() *runtimeapi.CheckpointContainerRequest {
+		return &runtimeapi.CheckpointContainerRequest{}
+	}, (*Server).CheckpointContainer),
 }
 
 // FuzzRequest decodes fuzzed bytes as the request of one RPC (chosen by
@@ -278,6 +288,7 @@ func FuzzRequest(f *testing.F) {
 			CpuQuota: -5, CpuPeriod: 1, MemoryLimitInBytes: -1, CpusetCpus: "0-x", Unified: map[string]string{"../x": "1"},
 			HugepageLimits: []*runtimeapi.HugepageLimit{{PageSize: "2MB", Limit: 1}},
 		}},
+		"CheckpointContainer": &runtimeapi.CheckpointContainerRequest{ContainerId: fuzzLiveID, Location: "rel/ckpt.tar", Timeout: -3},
 		"UpdateRuntimeConfig": &runtimeapi.UpdateRuntimeConfigRequest{RuntimeConfig: &runtimeapi.RuntimeConfig{NetworkConfig: &runtimeapi.NetworkConfig{PodCidr: "10.0.0.0/24"}}},
 	}
 	for i, r := range fuzzRPCs {

@@ -1,7 +1,8 @@
 // Command berth-spawn is the pod monitor's short-lived helper (package
 // monitor/spawn): one libcontainer create, exec, update or destroy per
-// run. It is libcontainer's init as well: each new container or exec
-// process re-executes it before its user's program runs.
+// run, or a checkpoint, which berth runs it for. It is libcontainer's
+// init as well: each new container or exec process re-executes it
+// before its user's program runs.
 package main
 
 import (

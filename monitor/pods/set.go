@@ -141,6 +141,16 @@ func (s *Set) monitorBinary() (string, error) {
 	return monitor.FindBinary()
 }
 
+// SpawnBinary is the spawn helper, next to the monitor (where startC
+// finds it too), for the libcontainer calls berth makes itself.
+func (s *Set) SpawnBinary() (string, error) {
+	mon, err := s.monitorBinary()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(filepath.Dir(mon), monitor.SpawnBinary), nil
+}
+
 // Start starts the pod's own process, of the kind Options ask for, and
 // watches it.
 func (s *Set) Start(ctx context.Context, podID string) (Client, error) {

@@ -3,7 +3,8 @@
 // links no libcontainer itself (the protocol is in package monitor,
 // spawnproto.go). A create or exec leaves its process running and exits
 // once the monitor holds it: the monitor, a child subreaper, inherits the
-// process when the helper exits.
+// process when the helper exits. berth runs it too, for a checkpoint
+// (checkpoint.go), which starts no process.
 package spawn
 
 import (
@@ -129,6 +130,8 @@ func run(r *monitor.SpawnRequest, fault *faultpoint.Point) *monitor.SpawnResult 
 			return fail(fmt.Errorf("destroy: %w", err))
 		}
 		return &monitor.SpawnResult{}
+	case monitor.SpawnCheckpoint:
+		return checkpoint(r)
 	}
 	spec := r.Spec
 	if spec == nil {

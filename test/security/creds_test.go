@@ -95,20 +95,20 @@ func TestContainerd_CVE_2020_15157_CredentialLeak(t *testing.T) {
 // TestCRIO_CVE_2024_8676_CheckpointRestore: CRI-O restored a container
 // from a checkpoint archive whose bind mounts named host paths the pod
 // had never been allowed (and containerd's later checkpoint import
-// advisories followed archives' symlinks and tags). berth has no
-// checkpoint or restore: CheckpointContainer must say so, and an image
-// reference that is a path to a checkpoint archive on the host must be
-// refused as a reference, never opened. The day berth restores
-// checkpoints this test fails on purpose: it must then try the attack
-// itself, an archive whose mounts name host paths the pod never had.
+// advisories followed archives' symlinks and tags). berth checkpoints
+// (CheckpointContainer writes an archive, or says CRIU does not work
+// here) but restores nothing: an image reference that is a path to an
+// archive on the host must be refused as a reference, never opened. The
+// day berth restores checkpoints this test must try the attack itself,
+// an archive whose mounts name host paths the pod never had.
 func TestCRIO_CVE_2024_8676_CheckpointRestore(t *testing.T) {
 	e := newEnv(t)
 	victim := newVictim(t)
 	pod, podCfg := e.RunPod("cve-2024-8676")
 	id := e.mustStart(pod, podCfg, e.ctr("checkpointed", ""))
 	_, err := e.D.Runtime.CheckpointContainer(framework.Ctx(t), &runtimeapi.CheckpointContainerRequest{ContainerId: id, Location: victim.Dir + "/checkpoint.tar"})
-	if err == nil {
-		t.Errorf("CheckpointContainer succeeded")
+	if err != nil && !strings.Contains(err.Error(), "checkpoint/restore support not available") {
+		t.Errorf("CheckpointContainer: %v", err)
 	}
 	t.Logf("CheckpointContainer: %v", err)
 	// A real image archive there (busybox, docker save's format): were
