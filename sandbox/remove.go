@@ -24,13 +24,13 @@ func (m *Manager) remove(ctx context.Context, p *pod) error {
 	}
 	if c := m.opts.Containers; c != nil {
 		if err := c.RemovePodContainers(ctx, rec.ID); err != nil {
-			return fmt.Errorf("pod %s: remove containers: %w", rec.ID, err)
+			return fmt.Errorf("remove containers: %w", err)
 		}
 	}
 	m.opts.Faults.Hit(faultpoint.RemoveContainers, rec.ID)
 	cg, err := m.openPodCgroup(&rec, cfg)
 	if err != nil {
-		return fmt.Errorf("pod %s: %w", rec.ID, err)
+		return err
 	}
 	last, _, _ := m.Status(ctx, rec.ID, false)
 	var described *api.PodSandbox
@@ -49,22 +49,22 @@ func (m *Manager) remove(ctx context.Context, p *pod) error {
 }
 
 // purge removes a released pod's runtime state, cgroup, files and record,
-// and forgets it.
+// and forgets it. The caller names the pod in the error.
 func (m *Manager) purge(ctx context.Context, p *pod, cg *podCgroup) error {
 	rec, cfg := p.snapshot()
 	if err := m.pause.Removed(ctx, rec.ID); err != nil {
-		return fmt.Errorf("pod %s: %w", rec.ID, err)
+		return err
 	}
 	m.opts.Faults.Hit(faultpoint.RemoveRuntime, rec.ID)
 	if err := cg.Destroy(); err != nil {
-		return fmt.Errorf("pod %s: %w", rec.ID, err)
+		return err
 	}
 	if err := (podFiles{dir: rec.Dir}).remove(); err != nil {
-		return fmt.Errorf("pod %s: %w", rec.ID, err)
+		return err
 	}
 	m.opts.Faults.Hit(faultpoint.RemoveFiles, rec.ID)
 	if err := m.records.Delete(rec.ID); err != nil {
-		return fmt.Errorf("pod %s: %w", rec.ID, err)
+		return err
 	}
 	p.mu.Lock()
 	p.removed = true

@@ -291,7 +291,7 @@ func (m *Manager) fail(ctx context.Context, p *pod, cg *podCgroup, err error) er
 	id := p.rec.ID
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
 	defer cancel()
-	uerr := m.undo(uctx, p, cg)
+	uerr := steps.Name("pod", id, m.undo(uctx, p, cg))
 	if uerr == nil {
 		return err
 	}
@@ -306,7 +306,8 @@ func (m *Manager) fail(ctx context.Context, p *pod, cg *podCgroup, err error) er
 
 // undo releases whatever a failed Run made, the record last. If the
 // release fails it stops there: what it could not release stays named by the
-// record, for a stop and remove (or the next recovery) to retry.
+// record, for a stop and remove (or the next recovery) to retry. The caller
+// names the pod in the error.
 func (m *Manager) undo(ctx context.Context, p *pod, cg *podCgroup) error {
 	id := p.rec.ID
 	// First, as a failed start or a crash may have left a pause whose pid
@@ -314,7 +315,7 @@ func (m *Manager) undo(ctx context.Context, p *pod, cg *podCgroup) error {
 	var errs []error
 	if err := cg.KillAll(ctx); err != nil {
 		m.log.Warn("undo RunPodSandbox: step failed", "pod", id, "step", "kill processes", "error", err)
-		errs = append(errs, fmt.Errorf("pod %s: kill processes: %w", id, err))
+		errs = append(errs, fmt.Errorf("kill processes: %w", err))
 	}
 	if err := m.release(ctx, p); err != nil {
 		m.log.Warn("undo RunPodSandbox: step failed", "pod", id, "step", "release", "error", err)

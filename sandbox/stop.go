@@ -10,6 +10,7 @@ import (
 
 	"github.com/berth-runtime/berth/internal/deadline"
 	"github.com/berth-runtime/berth/internal/faultpoint"
+	"github.com/berth-runtime/berth/internal/steps"
 	"github.com/berth-runtime/berth/internal/tracing"
 )
 
@@ -30,8 +31,10 @@ func (m *Manager) Stop(ctx context.Context, id string) error {
 }
 
 // withPod runs f, the operation what, on pod id under the pod's operation
-// lock, once NRI plugins have caught up. A pod that is unknown, or removed
-// meanwhile, is not an error: Stop and Remove are idempotent.
+// lock, once NRI plugins have caught up. It names the pod in the error,
+// once, so that f and what f calls leave that to it. A pod that is
+// unknown, or removed meanwhile, is not an error: Stop and Remove are
+// idempotent.
 func (m *Manager) withPod(ctx context.Context, id, what string, f func(context.Context, *pod) error) error {
 	p, err := m.lookup(id)
 	if errors.Is(err, ErrNotFound) {
@@ -43,22 +46,22 @@ func (m *Manager) withPod(ctx context.Context, id, what string, f func(context.C
 	ctx, unblock := m.opts.NRI.BlockSync(ctx)
 	defer unblock()
 	if err := p.op.LockCtx(ctx, what); err != nil {
-		return fmt.Errorf("pod %s: %w", id, err)
+		return steps.Name("pod", id, err)
 	}
 	defer p.op.Unlock()
 	if p.removed {
 		return nil
 	}
-	return f(ctx, p)
+	return steps.Name("pod", p.rec.ID, f(ctx, p))
 }
 
 // stop stops the pod's containers, tells NRI plugins, then releases what
-// the pod holds. The caller holds p.op.
+// the pod holds. The caller holds p.op and names the pod in the error.
 func (m *Manager) stop(ctx context.Context, p *pod) error {
 	id := p.rec.ID
 	if c := m.opts.Containers; c != nil {
 		if err := c.StopPodContainers(ctx, id); err != nil {
-			return fmt.Errorf("pod %s: stop containers: %w", id, err)
+			return fmt.Errorf("stop containers: %w", err)
 		}
 	}
 	m.opts.Faults.Hit(faultpoint.StopContainers, id)
@@ -68,7 +71,8 @@ func (m *Manager) stop(ctx context.Context, p *pod) error {
 }
 
 // release frees what a running pod holds, each step recorded as it
-// succeeds so that a failed stop is resumed where it stopped.
+// succeeds so that a failed stop is resumed where it stopped. The caller
+// names the pod in the error.
 func (m *Manager) release(ctx context.Context, p *pod) error {
 	rec, cfg := p.snapshot()
 	id := rec.ID
@@ -97,7 +101,7 @@ func (m *Manager) release(ctx context.Context, p *pod) error {
 		t := time.Now()
 		if proc != nil {
 			if err := proc.Stop(ctx, m.opts.StopGrace); err != nil {
-				return fmt.Errorf("pod %s: stop pause: %w", id, err), nil
+				return fmt.Errorf("stop pause: %w", err), nil
 			}
 			proc.Close()
 			p.mu.Lock()
@@ -110,14 +114,11 @@ func (m *Manager) release(ctx context.Context, p *pod) error {
 		// for the pod, its monitor, records the last exits and ends.
 		err := m.pause.Stopped(ctx, id)
 		took.runtime = time.Since(t)
-		if err != nil {
-			return nil, fmt.Errorf("pod %s: %w", id, err)
-		}
-		return nil, nil
+		return nil, err
 	}()
 	var cniErr error
 	if del != nil {
-		cniErr = del.wait(ctx, id)
+		cniErr = del.wait(ctx)
 		if !errors.Is(cniErr, errDelRunning) {
 			p.del = nil
 		}
@@ -134,10 +135,10 @@ func (m *Manager) release(ctx context.Context, p *pod) error {
 		return errors.Join(append(errs, runtimeErr, cniErr)...)
 	}
 	if err := m.netns.Remove(ctx, rec.NetNS); err != nil {
-		errs = append(errs, fmt.Errorf("pod %s: %w", id, err))
+		errs = append(errs, err)
 	}
 	if err := (podFiles{dir: rec.Dir}).unmountShm(); err != nil {
-		errs = append(errs, fmt.Errorf("pod %s: %w", id, err))
+		errs = append(errs, err)
 	}
 	persist(func(r *Record) {
 		r.State, r.PausePid, r.PauseStart = notReady(r.State), 0, 0
@@ -202,7 +203,7 @@ func (m *Manager) startDel(ctx context.Context, p *pod, rec *Record, cfg *runtim
 
 // wait waits for the DEL until shortly before ctx's deadline, and then
 // fails naming it: the caller answers in time, the DEL goes on.
-func (d *cniDel) wait(ctx context.Context, id string) error {
+func (d *cniDel) wait(ctx context.Context) error {
 	t := time.NewTimer(deadline.Budget(ctx, cniDelTimeout+time.Minute))
 	defer t.Stop()
 	select {
@@ -211,8 +212,8 @@ func (d *cniDel) wait(ctx context.Context, id string) error {
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	return fmt.Errorf("pod %s: %w after %s (it goes on; a retry waits for it): %w",
-		id, errDelRunning, time.Since(d.start).Round(time.Millisecond), context.DeadlineExceeded)
+	return fmt.Errorf("%w after %s (it goes on; a retry waits for it): %w",
+		errDelRunning, time.Since(d.start).Round(time.Millisecond), context.DeadlineExceeded)
 }
 
 // took is how long the DEL ran, for the log.

@@ -73,6 +73,9 @@ func TestStopAnswersWhileDELRuns(t *testing.T) {
 		if !errors.Is(r.err, context.DeadlineExceeded) {
 			t.Errorf("stop while DEL runs: %v, want DeadlineExceeded", r.err)
 		}
+		if msg := r.err.Error(); strings.Count(msg, id) != 1 {
+			t.Errorf("stop while DEL runs: %q does not name the pod once", msg)
+		}
 		if msg := r.err.Error(); !strings.Contains(msg, id) ||
 			!strings.Contains(msg, "CNI DEL still running") && !strings.Contains(msg, "StopPodSandbox of the pod still running") {
 			t.Errorf("stop while DEL runs: %q names neither the DEL nor the stop holding the pod", msg)

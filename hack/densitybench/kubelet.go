@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/berth-runtime/berth/test/kubehost"
 )
 
 // kubelet is the stock kubelet, standalone: static pods from a directory,
@@ -25,6 +26,7 @@ type kubelet struct {
 	cmd            *exec.Cmd
 	done           chan struct{}
 	client         *http.Client
+	host           kubehost.Standalone
 	log            string
 }
 
@@ -37,10 +39,9 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// startKubelet writes a KubeletConfiguration as test/kubelet's (cgroupfs
-// under cgroupRoot, cgroup v1 allowed, anonymous AlwaysAllow on the node
-// IP, no evictions or image GC on this shared machine) with maxPods as
-// asked, and waits until it serves /pods.
+// startKubelet writes kubehost's standalone KubeletConfiguration (the one
+// test/kubelet runs) with cgroupRoot and maxPods as asked, and waits until
+// it serves /pods.
 func startKubelet(ctx context.Context, o *options, d *daemon, work, cgroupRoot string) (*kubelet, error) {
 	k := &kubelet{dir: filepath.Join(work, "kubelet"), manifests: filepath.Join(work, "manifests"), log: filepath.Join(o.out, d.Name+"-kubelet.log")}
 	for _, p := range []string{k.dir, k.manifests, filepath.Join(work, "pods")} {
@@ -55,39 +56,18 @@ func startKubelet(ctx context.Context, o *options, d *daemon, work, cgroupRoot s
 	if k.healthz, err = freePort(); err != nil {
 		return nil, err
 	}
-	cfg := map[string]any{
-		"apiVersion":               "kubelet.config.k8s.io/v1beta1",
-		"kind":                     "KubeletConfiguration",
-		"containerRuntimeEndpoint": d.endpoint(),
-		"imageServiceEndpoint":     d.endpoint(),
-		"cgroupDriver":             "cgroupfs",
-		"cgroupRoot":               cgroupRoot,
-		"failCgroupV1":             false,
-		"failSwapOn":               false,
-		"maxPods":                  o.maxPods,
-		"staticPodPath":            k.manifests,
-		"fileCheckFrequency":       "1s",
-		"address":                  nodeAddr,
-		"port":                     k.port,
-		"readOnlyPort":             0,
-		"healthzBindAddress":       "127.0.0.1",
-		"healthzPort":              k.healthz,
-		"authentication": map[string]any{
-			"anonymous": map[string]any{"enabled": true},
-			"webhook":   map[string]any{"enabled": false},
-		},
-		"authorization":   map[string]any{"mode": "AlwaysAllow"},
-		"podLogsDir":      filepath.Join(work, "pods"),
-		"volumePluginDir": filepath.Join(work, "volume-plugins"),
-		"evictionHard": map[string]string{
-			"memory.available": "1Mi", "nodefs.available": "1%", "imagefs.available": "1%",
-			"nodefs.inodesFree": "1%", "imagefs.inodesFree": "1%",
-		},
-		"imageGCHighThresholdPercent": 100,
-		"imageGCLowThresholdPercent":  99,
-		"serializeImagePulls":         false,
-		"runtimeRequestTimeout":       "2m",
+	k.host = kubehost.Standalone{
+		Endpoint:        d.endpoint(),
+		CgroupRoot:      cgroupRoot,
+		StaticPodPath:   k.manifests,
+		Address:         nodeAddr,
+		Port:            k.port,
+		HealthzPort:     k.healthz,
+		PodLogsDir:      filepath.Join(work, "pods"),
+		VolumePluginDir: filepath.Join(work, "volume-plugins"),
 	}
+	cfg := k.host.Config()
+	cfg["maxPods"] = o.maxPods
 	if o.featureGates != "" {
 		gates := map[string]bool{}
 		for _, g := range strings.Split(o.featureGates, ",") {
@@ -162,23 +142,11 @@ func (k *kubelet) stop() {
 }
 
 func (k *kubelet) get(path string) ([]byte, error) {
-	resp, err := k.client.Get("https://" + net.JoinHostPort(nodeAddr, strconv.Itoa(k.port)) + path)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != 200 {
-		return nil, fmt.Errorf("GET %s: %s: %s", path, resp.Status, b)
-	}
-	return b, nil
+	return k.host.Get(k.client, path)
 }
 
 func (k *kubelet) metrics() (*metrics, error) {
-	resp, err := k.client.Get("https://" + net.JoinHostPort(nodeAddr, strconv.Itoa(k.port)) + "/metrics")
+	resp, err := k.client.Get(k.host.URL("/metrics"))
 	if err != nil {
 		return nil, err
 	}
@@ -224,17 +192,7 @@ func (p *pod) running() bool {
 }
 
 func (k *kubelet) pods() ([]*pod, error) {
-	b, err := k.get("/pods")
-	if err != nil {
-		return nil, err
-	}
-	var list struct {
-		Items []*pod `json:"items"`
-	}
-	if err := json.Unmarshal(b, &list); err != nil {
-		return nil, fmt.Errorf("decode /pods: %w", err)
-	}
-	return list.Items, nil
+	return kubehost.Pods[*pod](k.host, k.client)
 }
 
 // writeManifest writes a static pod atomically (the kubelet must never

@@ -22,11 +22,10 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
-	"time"
+
+	"github.com/berth-runtime/berth/test/ginkgoreport"
 )
 
 func main() {
@@ -84,16 +83,12 @@ func main() {
 		}
 		fmt.Println(strings.Join(res, "|"))
 	case *report != "":
-		data, err := os.ReadFile(*report)
+		s, err := readReport(*report)
 		if err != nil {
 			fatal(err)
 		}
-		c, err := count(data)
-		if err != nil {
-			fatal(fmt.Errorf("%s: %w", *report, err))
-		}
-		c.print(os.Stdout)
-		if c.failed > 0 {
+		printSummary(os.Stdout, s)
+		if s.Failed > 0 {
 			os.Exit(1)
 		}
 	default:
@@ -127,86 +122,28 @@ func parseSkipList(r io.Reader) ([]string, error) {
 	return res, sc.Err()
 }
 
-// The parts of ginkgo's JSON report (types.Report) read here.
-type ginkgoReport struct {
-	SpecReports []struct {
-		ContainerHierarchyTexts []string
-		LeafNodeType            string
-		LeafNodeText            string
-		State                   string
-		RunTime                 time.Duration
-		Failure                 struct {
-			Message  string
-			Location struct {
-				FileName   string
-				LineNumber int
-			}
-		}
-	}
-}
-
-type counts struct {
-	passed, failed, skipped, notSelected int
-	failures, skips                      []string
-}
-
-// count tells the specs that ran and passed or failed from those skipped
-// at run time (a Skip() call, with a message) and those the focus and skip
-// patterns did not select (skipped without a message): only the first
-// two kinds are "skipped" here.
-func count(data []byte) (*counts, error) {
-	var reports []ginkgoReport
-	if err := json.Unmarshal(data, &reports); err != nil {
+// readReport reads ginkgo's JSON report at path; a report without a suite
+// means ginkgo ran nothing, which is no pass.
+func readReport(path string) (*ginkgoreport.Summary, error) {
+	s, err := ginkgoreport.Read(path)
+	if err != nil {
 		return nil, err
 	}
-	if len(reports) == 0 {
-		return nil, errors.New("no suite in the report")
+	if s.Suites == 0 {
+		return nil, fmt.Errorf("%s: no suite in the report", path)
 	}
-	c := &counts{}
-	for _, r := range reports {
-		for _, s := range r.SpecReports {
-			text := strings.TrimSpace(strings.Join(append(append([]string(nil), s.ContainerHierarchyTexts...), s.LeafNodeText), " "))
-			if s.LeafNodeType != "It" {
-				if s.State != "passed" && s.State != "skipped" {
-					c.failed++
-					c.failures = append(c.failures, fmt.Sprintf("%s [%s]: %s", s.LeafNodeType, s.State, oneLine(s.Failure.Message)))
-				}
-				continue
-			}
-			switch {
-			case s.State == "passed":
-				c.passed++
-			case s.State == "skipped" && s.Failure.Message == "":
-				c.notSelected++
-			case s.State == "skipped" || s.State == "pending":
-				c.skipped++
-				c.skips = append(c.skips, fmt.Sprintf("%s: %s", text, oneLine(s.Failure.Message)))
-			default:
-				c.failed++
-				c.failures = append(c.failures, fmt.Sprintf("%s [%s] (%s:%d, %.0fs): %s", text, s.State,
-					filepath.Base(s.Failure.Location.FileName), s.Failure.Location.LineNumber, s.RunTime.Seconds(), oneLine(s.Failure.Message)))
-			}
-		}
-	}
-	sort.Strings(c.failures)
-	sort.Strings(c.skips)
-	return c, nil
+	return s, nil
 }
 
-func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 300 {
-		s = s[:300] + "..."
+// printSummary prints the specs skipped at run time and the failed ones,
+// then the counts. Only specs that called Skip() count as skipped; those
+// the focus and skip patterns did not select are counted apart.
+func printSummary(w io.Writer, s *ginkgoreport.Summary) {
+	for _, sk := range s.Skips {
+		fmt.Fprintf(w, "  [SKIPPED] %s\n", sk)
 	}
-	return s
-}
-
-func (c *counts) print(w io.Writer) {
-	for _, s := range c.skips {
-		fmt.Fprintf(w, "  [SKIPPED] %s\n", s)
-	}
-	for _, f := range c.failures {
+	for _, f := range s.Failures {
 		fmt.Fprintf(w, "  [FAILED] %s\n", f)
 	}
-	fmt.Fprintf(w, "%d passed, %d failed, %d skipped (%d not selected)\n", c.passed, c.failed, c.skipped, c.notSelected)
+	fmt.Fprintf(w, "%d passed, %d failed, %d skipped (%d not selected)\n", s.Passed, s.Failed, s.Skipped, s.NotSelected)
 }

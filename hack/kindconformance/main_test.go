@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -28,8 +30,16 @@ func TestParseSkipList(t *testing.T) {
 	}
 }
 
-func TestCount(t *testing.T) {
-	report := `[{"SpecReports":[
+func TestReadReport(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	report := write("report.json", `[{"SpecReports":[
 	 {"LeafNodeType":"It","LeafNodeText":"a","ContainerHierarchyTexts":["[sig-node] Pods"],"State":"passed"},
 	 {"LeafNodeType":"It","LeafNodeText":"b","State":"failed","Failure":{"Message":"Expected\n  1\nto equal 2","Location":{"FileName":"/x/pods.go","LineNumber":7}}},
 	 {"LeafNodeType":"It","LeafNodeText":"c","State":"skipped","Failure":{"Message":"Only supported for providers [gce]"}},
@@ -37,25 +47,32 @@ func TestCount(t *testing.T) {
 	 {"LeafNodeType":"It","LeafNodeText":"e","State":"timedout"},
 	 {"LeafNodeType":"SynchronizedBeforeSuite","State":"passed"},
 	 {"LeafNodeType":"ReportAfterSuite","State":"failed","Failure":{"Message":"boom"}}
-	]}]`
-	c, err := count([]byte(report))
+	]}]`)
+	s, err := readReport(report)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.passed != 1 || c.failed != 3 || c.skipped != 1 || c.notSelected != 1 {
-		t.Fatalf("passed %d failed %d skipped %d not selected %d, want 1 3 1 1", c.passed, c.failed, c.skipped, c.notSelected)
-	}
 	var b strings.Builder
-	c.print(&b)
-	for _, want := range []string{"[FAILED] b [failed] (pods.go:7, 0s): Expected 1 to equal 2", "[SKIPPED] c: Only supported", "1 passed, 3 failed, 1 skipped (1 not selected)"} {
+	printSummary(&b, s)
+	for _, want := range []string{
+		"  [SKIPPED] c: Only supported for providers [gce]\n",
+		"  [FAILED] ReportAfterSuite [failed]: boom\n",
+		"  [FAILED] b [failed] (pods.go:7, 0s): Expected 1 to equal 2\n",
+		"1 passed, 3 failed, 1 skipped (1 not selected)\n",
+	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, b.String())
 		}
 	}
-	if _, err := count([]byte(`[]`)); err == nil {
-		t.Error("an empty report counted")
-	}
-	if _, err := count([]byte(`{`)); err == nil {
-		t.Error("a broken report counted")
+	for _, tc := range []struct{ name, path, want string }{
+		{"no suite", write("empty.json", `[]`), "no suite in the report"},
+		{"broken", write("broken.json", `{`), "broken.json"},
+		{"missing", filepath.Join(dir, "none.json"), "no such file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := readReport(tc.path); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want one naming %q", err, tc.want)
+			}
+		})
 	}
 }

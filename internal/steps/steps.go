@@ -96,10 +96,16 @@ func (r *Runner) Do(ctx context.Context, s Step) error {
 
 // Err is err naming the object, unless it already does; nil if err is.
 func (r *Runner) Err(err error) error {
-	if err == nil || r.ID == "" || strings.Contains(err.Error(), r.ID) {
+	return Name(r.Kind, r.ID, err)
+}
+
+// Name is err naming the object kind id ("pod", its id) unless it already
+// does, for a call that is no list of steps; nil if err is.
+func Name(kind, id string, err error) error {
+	if err == nil || id == "" || strings.Contains(err.Error(), id) {
 		return err
 	}
-	return fmt.Errorf("%s %s: %w", r.Kind, r.ID, err)
+	return fmt.Errorf("%s %s: %w", kind, id, err)
 }
 
 // Time is how long the step named name (by its Name, or else its Span)

@@ -98,3 +98,27 @@ func TestTimesAndFaults(t *testing.T) {
 		}
 	}
 }
+
+func TestName(t *testing.T) {
+	for _, tc := range []struct {
+		name, id string
+		err      error
+		want     string // "" for nil
+	}{
+		{name: "nil", id: "p1"},
+		{name: "names it", id: "p1", err: errors.New("boom"), want: "pod p1: boom"},
+		{name: "named already", id: "p1", err: errors.New("stop p1: boom"), want: "stop p1: boom"},
+		{name: "no id", err: errors.New("boom"), want: "boom"},
+		{name: "joined", id: "p1", err: errors.Join(errors.New("a"), errors.New("b")), want: "pod p1: a\nb"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Name("pod", tc.id, tc.err)
+			if got := fmt.Sprint(err); err == nil && tc.want != "" || err != nil && got != tc.want {
+				t.Fatalf("Name = %v, want %q", err, tc.want)
+			}
+			if tc.err != nil && !errors.Is(err, tc.err) {
+				t.Errorf("Name(%v) does not wrap it", tc.err)
+			}
+		})
+	}
+}

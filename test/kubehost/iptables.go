@@ -1,7 +1,8 @@
 // Package kubehost is what the harnesses that run a stock kubelet on this
 // machine (test/kubelet, hack/nodee2e, hack/densitybench) share: the
-// machine-wide kubelet lock, the removal of a kubelet's cgroup tree, and
-// the undoing of what the kubelet and its CNI plugins leave in iptables.
+// machine-wide kubelet lock, the removal of a kubelet's cgroup tree, the
+// undoing of what the kubelet and its CNI plugins leave in iptables, and
+// the configuration of a kubelet without an API server.
 package kubehost
 
 import (

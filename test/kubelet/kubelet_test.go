@@ -274,6 +274,7 @@ type kubelet struct {
 	args      []string
 	starts    int
 	client    *http.Client
+	host      kubehost.Standalone
 }
 
 type kubeletOptions struct {
@@ -302,45 +303,22 @@ func (e *env) startKubelet(o kubeletOptions) *kubelet {
 	}
 	k.port = freePort(t)
 	k.healthz = freePort(t)
-	cfg := map[string]any{
-		"apiVersion":               "kubelet.config.k8s.io/v1beta1",
-		"kind":                     "KubeletConfiguration",
-		"containerRuntimeEndpoint": "unix://" + e.d.Socket,
-		"imageServiceEndpoint":     "unix://" + e.d.Socket,
-		"cgroupDriver":             "cgroupfs",
-		"cgroupRoot":               e.cgroup,
-		// This host is cgroup v1 (hybrid) and has swap off, but say so.
-		"failCgroupV1":       false,
-		"failSwapOn":         false,
-		"staticPodPath":      k.manifests,
-		"fileCheckFrequency": "1s",
-		"syncFrequency":      "10s",
-		"address":            e.nodeIP,
-		"port":               k.port,
-		"readOnlyPort":       0,
-		"healthzBindAddress": "127.0.0.1",
-		"healthzPort":        k.healthz,
-		"authentication": map[string]any{
-			"anonymous": map[string]any{"enabled": true},
-			"webhook":   map[string]any{"enabled": false},
-		},
-		"authorization":   map[string]any{"mode": "AlwaysAllow"},
-		"podLogsDir":      k.podLogs,
-		"volumePluginDir": filepath.Join(k.dir, "volume-plugins"),
-		// Rotation within seconds: the logger container writes ~3 kB/s.
-		"containerLogMaxSize":         "4Ki",
-		"containerLogMaxFiles":        3,
-		"containerLogMonitorInterval": "3s",
-		// A shared test machine: no evictions, no image GC.
-		"evictionHard": map[string]string{
-			"memory.available": "1Mi", "nodefs.available": "1%", "imagefs.available": "1%",
-			"nodefs.inodesFree": "1%", "imagefs.inodesFree": "1%",
-		},
-		"imageGCHighThresholdPercent": 100,
-		"imageGCLowThresholdPercent":  99,
-		"serializeImagePulls":         false,
-		"runtimeRequestTimeout":       "2m",
+	k.host = kubehost.Standalone{
+		Endpoint:        "unix://" + e.d.Socket,
+		CgroupRoot:      e.cgroup,
+		StaticPodPath:   k.manifests,
+		Address:         e.nodeIP,
+		Port:            k.port,
+		HealthzPort:     k.healthz,
+		PodLogsDir:      k.podLogs,
+		VolumePluginDir: filepath.Join(k.dir, "volume-plugins"),
 	}
+	cfg := k.host.Config()
+	cfg["syncFrequency"] = "10s"
+	// Rotation within seconds: the logger container writes ~3 kB/s.
+	cfg["containerLogMaxSize"] = "4Ki"
+	cfg["containerLogMaxFiles"] = 3
+	cfg["containerLogMonitorInterval"] = "3s"
 	if o.tracing != "" {
 		cfg["tracing"] = map[string]any{"endpoint": o.tracing, "samplingRatePerMillion": 1000000}
 	}
@@ -404,19 +382,7 @@ func freePort(t *testing.T) int {
 }
 
 func (k *kubelet) get(path string) ([]byte, error) {
-	resp, err := k.client.Get(fmt.Sprintf("https://%s%s", net.JoinHostPort(k.e.nodeIP, strconv.Itoa(k.port)), path))
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != 200 {
-		return nil, fmt.Errorf("GET %s: %s: %s", path, resp.Status, b)
-	}
-	return b, nil
+	return k.host.Get(k.client, path)
 }
 
 // pod is the part of a v1.Pod the tests read (the kubelet's /pods, kubectl -o json).
@@ -507,18 +473,12 @@ func (p *pod) String() string {
 
 // pods returns the kubelet's pods (with the status of static pods).
 func (k *kubelet) pods() (map[string]*pod, error) {
-	b, err := k.get("/pods")
+	items, err := kubehost.Pods[*pod](k.host, k.client)
 	if err != nil {
 		return nil, err
 	}
-	var list struct {
-		Items []*pod `json:"items"`
-	}
-	if err := json.Unmarshal(b, &list); err != nil {
-		return nil, fmt.Errorf("decode /pods: %w", err)
-	}
 	m := map[string]*pod{}
-	for _, p := range list.Items {
+	for _, p := range items {
 		m[p.Metadata.Name] = p
 	}
 	return m, nil
