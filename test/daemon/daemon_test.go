@@ -385,9 +385,9 @@ func TestUnimplementedRPC(t *testing.T) {
 	t.Parallel()
 	d := framework.StartDaemon(t)
 	ctx := framework.Ctx(t)
-	_, err := d.Runtime.CheckpointContainer(ctx, &runtimeapi.CheckpointContainerRequest{ContainerId: "x"})
+	_, err := d.Runtime.CheckpointPod(ctx, &runtimeapi.CheckpointPodRequest{PodSandboxId: "x"})
 	if status.Code(err) != codes.Unimplemented {
-		t.Errorf("CheckpointContainer: %v, want Unimplemented", err)
+		t.Errorf("CheckpointPod: %v, want Unimplemented", err)
 	}
 }
 
@@ -414,8 +414,8 @@ func TestMetrics(t *testing.T) {
 	if _, err := d.Runtime.RuntimeConfig(ctx, &runtimeapi.RuntimeConfigRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Runtime.CheckpointContainer(ctx, &runtimeapi.CheckpointContainerRequest{}); status.Code(err) != codes.Unimplemented {
-		t.Fatalf("CheckpointContainer: %v, want Unimplemented", err)
+	if _, err := d.Runtime.CheckpointPod(ctx, &runtimeapi.CheckpointPodRequest{}); status.Code(err) != codes.Unimplemented {
+		t.Fatalf("CheckpointPod: %v, want Unimplemented", err)
 	}
 
 	resp, err := http.Get("http://" + addr + "/metrics")
@@ -430,7 +430,7 @@ func TestMetrics(t *testing.T) {
 	text := string(body)
 	for series, want := range map[string]float64{
 		`berth_cri_requests_total{code="OK",method="RuntimeConfig",service="RuntimeService"}`:                  1,
-		`berth_cri_requests_total{code="Unimplemented",method="CheckpointContainer",service="RuntimeService"}`: 1,
+		`berth_cri_requests_total{code="Unimplemented",method="CheckpointPod",service="RuntimeService"}`: 1,
 		`berth_cri_request_duration_seconds_count{method="RuntimeConfig",service="RuntimeService"}`:            1,
 	} {
 		if got, ok := sample(text, series); !ok || got != want {
