@@ -25,15 +25,19 @@ var Inits = map[string]string{
 
 // RunConfig is one boot of an image.
 type RunConfig struct {
-	Image   *Image
-	Init    string   // a key of Inits
-	CPUs    int      // vCPUs
-	MemMiB  int      // memory
-	Append  string   // extra kernel command line (hugepages=, psi=1, ...)
-	In      []string // host files and directories copied to /job/in
-	Out     string   // host directory that receives /job/out, if set
-	Cmd     []string // run in /job/in as root; one argument is a shell script
-	NoSwap  bool
+	Image  *Image
+	Init   string   // a key of Inits
+	CPUs   int      // vCPUs
+	MemMiB int      // memory
+	Append string   // extra kernel command line (hugepages=, psi=1, ...)
+	In     []string // host files and directories copied to /job/in
+	Out    string   // host directory that receives /job/out, if set
+	Cmd    []string // run in /job/in as root; one argument is a shell script
+	NoSwap bool
+	// RootGiB, when larger than the image's root disk (8 GiB), boots a
+	// root disk of that size: the job grows the file system itself
+	// (resize2fs /dev/vda), since the image's file system must not change.
+	RootGiB int
 	Stdout  io.Writer // the job's output, live
 	Console io.Writer // the machine's console (kernel, systemd), if set
 	Log     *slog.Logger
@@ -151,12 +155,16 @@ func treeSize(dir string) (int64, error) {
 func boot(ctx context.Context, cfg RunConfig, work, job, init string) error {
 	port := filepath.Join(work, "job.out")
 	console := filepath.Join(work, "console.log")
+	drive, err := rootDrive(ctx, cfg, work)
+	if err != nil {
+		return err
+	}
 	args := append(accel(),
 		"-smp", strconv.Itoa(cfg.CPUs), "-m", strconv.Itoa(cfg.MemMiB),
 		"-nodefaults", "-nic", "none", "-display", "none", "-no-reboot",
 		"-kernel", cfg.Image.Kernel, "-initrd", cfg.Image.Initrd,
 		"-append", "console=ttyS0 loglevel=4 panic=-1 systemd.unified_cgroup_hierarchy=1 systemd.show_status=0 berth.init="+init+" "+cfg.Append,
-		"-drive", "file="+cfg.Image.Root+",format=raw,if=virtio,snapshot=on",
+		"-drive", drive,
 		"-drive", "file="+job+",format=raw,if=virtio",
 		"-device", "virtio-rng-pci",
 		"-device", "virtio-serial-pci",
@@ -175,7 +183,6 @@ func boot(ctx context.Context, cfg RunConfig, work, job, init string) error {
 	}
 	done := make(chan error, 1)
 	go func() { done <- qemu.Wait() }()
-	var err error
 	follow(port, cfg.Stdout, console, cfg.Console, done, &err)
 	if err != nil {
 		tail, _ := os.ReadFile(console)
@@ -189,6 +196,21 @@ func boot(ctx context.Context, cfg RunConfig, work, job, init string) error {
 		}
 	}
 	return err
+}
+
+// rootDrive returns QEMU's -drive for the root: the image booted with
+// snapshot=on, or, for a larger disk, a sparse qcow2 overlay of that size
+// in the run's work directory with the image as its read-only backing file.
+func rootDrive(ctx context.Context, cfg RunConfig, work string) (string, error) {
+	if cfg.RootGiB <= 8 {
+		return "file=" + cfg.Image.Root + ",format=raw,if=virtio,snapshot=on", nil
+	}
+	overlay := filepath.Join(work, "root.qcow2")
+	if err := run(ctx, cfg.Log, "qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", cfg.Image.Root,
+		overlay, strconv.Itoa(cfg.RootGiB)+"G"); err != nil {
+		return "", fmt.Errorf("root disk overlay: %w", err)
+	}
+	return "file=" + overlay + ",format=qcow2,if=virtio", nil
 }
 
 // follow copies the growing files to their writers until QEMU exits.
