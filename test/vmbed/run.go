@@ -38,6 +38,9 @@ type RunConfig struct {
 	// root disk of that size: the job grows the file system itself
 	// (resize2fs /dev/vda), since the image's file system must not change.
 	RootGiB int
+	// Disks are raw disk images attached read-write after the job disk
+	// (/dev/vdc, /dev/vdd, ...): state a job keeps between runs.
+	Disks   []string
 	Stdout  io.Writer // the job's output, live
 	Console io.Writer // the machine's console (kernel, systemd), if set
 	Log     *slog.Logger
@@ -172,6 +175,9 @@ func boot(ctx context.Context, cfg RunConfig, work, job, init string) error {
 		"-device", "virtserialport,chardev=job,name=job",
 		"-serial", "file:"+console,
 	)
+	for _, d := range cfg.Disks {
+		args = append(args, "-drive", "file="+d+",format=raw,if=virtio")
+	}
 	qemu := exec.CommandContext(ctx, "qemu-system-x86_64", args...)
 	// The root disk's snapshot overlay goes where TMPDIR says: the run's
 	// work directory, removed with it.

@@ -44,7 +44,8 @@ func main() {
 	console := fs.Bool("console", false, "copy the machine's console (kernel, systemd) to stderr")
 	rootGiB := fs.Int("root-size", 0, "root disk size in GiB, when more than the image's 8 (the job runs resize2fs /dev/vda)")
 	noSwap := fs.Bool("no-swap", false, "boot without the 512 MiB swap file")
-	var in, extra multi
+	var in, extra, disks multi
+	fs.Var(&disks, "disk", "a raw disk image attached read-write after the job disk, /dev/vdc onwards (repeatable)")
 	fs.Var(&extra, "package", "a Debian package beyond the test bed's own (repeatable): an image variant of its own")
 	fs.Var(&in, "in", "host file or directory copied into /job/in (repeatable)")
 	fs.Parse(os.Args[2:])
@@ -68,7 +69,7 @@ func main() {
 		defer cancel()
 		cfg := vmbed.RunConfig{
 			Image: img, Init: *init, CPUs: *cpus, MemMiB: *mem, Append: *appendArgs,
-			In: in, Out: *out, Cmd: fs.Args(), NoSwap: *noSwap, RootGiB: *rootGiB, Stdout: os.Stdout, Log: log,
+			In: in, Out: *out, Cmd: fs.Args(), NoSwap: *noSwap, RootGiB: *rootGiB, Disks: disks, Stdout: os.Stdout, Log: log,
 			TmpDir: os.Getenv("TMPDIR"),
 		}
 		if *console {
