@@ -13,9 +13,11 @@ import (
 )
 
 // debootstrap returns a tarball of a minbase root of cfg.Suite with
-// Packages, built once per suite and package list.
+// Packages and cfg.Extra, built once per suite and package list.
 func debootstrap(ctx context.Context, cfg ImageConfig) (string, error) {
-	key := hashOf(append([]string{cfg.Suite}, Packages...)...)
+	// Without extras the key is the one images were always cached by.
+	pkgs := append(append([]string{}, Packages...), cfg.Extra...)
+	key := hashOf(append([]string{cfg.Suite}, pkgs...)...)
 	out := filepath.Join(cfg.Cache, "rootfs-"+cfg.Suite+"-"+key[:16]+".tar")
 	if _, err := os.Stat(out); err == nil {
 		return out, nil
@@ -31,7 +33,7 @@ func debootstrap(ctx context.Context, cfg ImageConfig) (string, error) {
 	cfg.Log.Info("debootstrap (minutes)", "suite", cfg.Suite, "into", out)
 	root := filepath.Join(dir, "root")
 	if err := run(ctx, cfg.Log, "debootstrap", "--variant=minbase",
-		"--include="+strings.Join(Packages, ","), cfg.Suite, root, cfg.Mirror); err != nil {
+		"--include="+strings.Join(pkgs, ","), cfg.Suite, root, cfg.Mirror); err != nil {
 		return "", err
 	}
 	// The package cache is half the root's size and no test needs it.

@@ -48,7 +48,10 @@ type ImageConfig struct {
 	Mirror string // Debian mirror, e.g. http://deb.debian.org/debian
 	Suite  string // root file system's Debian suite
 	Kernel string // a key of Kernels
-	Log    *slog.Logger
+	// Extra are packages beyond Packages: a variant of the image with
+	// its own root file system and name (hack/vm-kind's docker.io).
+	Extra []string
+	Log   *slog.Logger
 }
 
 // Image is a built, cached VM image. Its files are never written by a run:
@@ -77,7 +80,13 @@ func BuildImage(ctx context.Context, cfg ImageConfig) (*Image, error) {
 		return nil, fmt.Errorf("root file system %s: %w", cfg.Suite, err)
 	}
 	key := hashOf(imageFormat, filepath.Base(rootTar), filepath.Base(kdeb), embeddedHash())
-	dir := filepath.Join(cfg.Cache, "image-"+cfg.Suite+"-"+cfg.Kernel+"-"+key[:16])
+	// A variant is named by its extra packages, so that neither image
+	// counts the other as stale.
+	name := "image-" + cfg.Suite + "-" + cfg.Kernel
+	for _, p := range cfg.Extra {
+		name += "+" + p
+	}
+	dir := filepath.Join(cfg.Cache, name+"-"+key[:16])
 	img, err := loadImage(dir)
 	if err == nil {
 		return img, nil
@@ -88,7 +97,7 @@ func BuildImage(ctx context.Context, cfg ImageConfig) (*Image, error) {
 		return nil, err
 	}
 	// Images of older inputs are never booted again.
-	stale, _ := filepath.Glob(filepath.Join(cfg.Cache, "image-"+cfg.Suite+"-"+cfg.Kernel+"-*"))
+	stale, _ := filepath.Glob(filepath.Join(cfg.Cache, name+"-*"))
 	for _, d := range stale {
 		if d != dir {
 			os.RemoveAll(d)

@@ -37,7 +37,14 @@ type RunConfig struct {
 	// Reboot lets the job reboot the machine: a job that exits with
 	// RebootCode is run again after a reboot, finding /job as it left
 	// it (the root disk's changes last as long as the run).
-	Reboot  bool
+	Reboot bool
+	// RootGiB, when larger than the image's root disk (8 GiB), boots a
+	// root disk of that size: the job grows the file system itself
+	// (resize2fs /dev/vda), since the image's file system must not change.
+	RootGiB int
+	// Disks are raw disk images attached read-write after the job disk
+	// (/dev/vdc, /dev/vdd, ...): state a job keeps between runs.
+	Disks   []string
 	Stdout  io.Writer // the job's output, live
 	Console io.Writer // the machine's console (kernel, systemd), if set
 	Log     *slog.Logger
@@ -162,6 +169,10 @@ func treeSize(dir string) (int64, error) {
 func boot(ctx context.Context, cfg RunConfig, work, job, init string) error {
 	port := filepath.Join(work, "job.out")
 	console := filepath.Join(work, "console.log")
+	drive, err := rootDrive(ctx, cfg, work)
+	if err != nil {
+		return err
+	}
 	args := accel()
 	if !cfg.Reboot {
 		// A reboot (a panic's, too: panic=-1) ends the run.
@@ -172,7 +183,7 @@ func boot(ctx context.Context, cfg RunConfig, work, job, init string) error {
 		"-nodefaults", "-nic", "none", "-display", "none",
 		"-kernel", cfg.Image.Kernel, "-initrd", cfg.Image.Initrd,
 		"-append", "console=ttyS0 loglevel=4 panic=-1 systemd.unified_cgroup_hierarchy=1 systemd.show_status=0 berth.init="+init+" "+cfg.Append,
-		"-drive", "file="+cfg.Image.Root+",format=raw,if=virtio,snapshot=on",
+		"-drive", drive,
 		"-drive", "file="+job+",format=raw,if=virtio",
 		"-device", "virtio-rng-pci",
 		"-device", "virtio-serial-pci",
@@ -180,6 +191,9 @@ func boot(ctx context.Context, cfg RunConfig, work, job, init string) error {
 		"-device", "virtserialport,chardev=job,name=job",
 		"-serial", "file:"+console,
 	)
+	for _, d := range cfg.Disks {
+		args = append(args, "-drive", "file="+d+",format=raw,if=virtio")
+	}
 	qemu := exec.CommandContext(ctx, "qemu-system-x86_64", args...)
 	// The root disk's snapshot overlay goes where TMPDIR says: the run's
 	// work directory, removed with it.
@@ -191,7 +205,6 @@ func boot(ctx context.Context, cfg RunConfig, work, job, init string) error {
 	}
 	done := make(chan error, 1)
 	go func() { done <- qemu.Wait() }()
-	var err error
 	follow(port, cfg.Stdout, console, cfg.Console, done, &err)
 	if err != nil {
 		tail, _ := os.ReadFile(console)
@@ -205,6 +218,21 @@ func boot(ctx context.Context, cfg RunConfig, work, job, init string) error {
 		}
 	}
 	return err
+}
+
+// rootDrive returns QEMU's -drive for the root: the image booted with
+// snapshot=on, or, for a larger disk, a sparse qcow2 overlay of that size
+// in the run's work directory with the image as its read-only backing file.
+func rootDrive(ctx context.Context, cfg RunConfig, work string) (string, error) {
+	if cfg.RootGiB <= 8 {
+		return "file=" + cfg.Image.Root + ",format=raw,if=virtio,snapshot=on", nil
+	}
+	overlay := filepath.Join(work, "root.qcow2")
+	if err := run(ctx, cfg.Log, "qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", cfg.Image.Root,
+		overlay, strconv.Itoa(cfg.RootGiB)+"G"); err != nil {
+		return "", fmt.Errorf("root disk overlay: %w", err)
+	}
+	return "file=" + overlay + ",format=qcow2,if=virtio", nil
 }
 
 // follow copies the growing files to their writers until QEMU exits.

@@ -1,6 +1,6 @@
 // Command vm is the test bed's entry point (hack/vm wraps it):
 //
-//	vm image [--kernel 6.1|6.12]                 build (or find) the image, print its directory
+//	vm image [--kernel 6.1|6.12] [--package P]...  build (or find) the image, print its directory
 //	vm run [options] -- CMD [ARG...]             boot a pristine copy, run CMD as root, power off
 //
 // run exits with CMD's exit code, or 125 when the machine did not run it to
@@ -42,16 +42,19 @@ func main() {
 	out := fs.String("out", "", "host directory that receives the job's /job/out")
 	timeout := fs.Duration("timeout", 30*time.Minute, "power the machine off after this long")
 	console := fs.Bool("console", false, "copy the machine's console (kernel, systemd) to stderr")
+	rootGiB := fs.Int("root-size", 0, "root disk size in GiB, when more than the image's 8 (the job runs resize2fs /dev/vda)")
 	noSwap := fs.Bool("no-swap", false, "boot without the 512 MiB swap file")
 	reboot := fs.Bool("reboot", false, "let the job reboot the machine: exit code 75 asks for it, the job runs again after it")
-	var in multi
+	var in, extra, disks multi
+	fs.Var(&disks, "disk", "a raw disk image attached read-write after the job disk, /dev/vdc onwards (repeatable)")
+	fs.Var(&extra, "package", "a Debian package beyond the test bed's own (repeatable): an image variant of its own")
 	fs.Var(&in, "in", "host file or directory copied into /job/in (repeatable)")
 	fs.Parse(os.Args[2:])
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	img, err := vmbed.BuildImage(ctx, vmbed.ImageConfig{
-		Cache: *cache, Mirror: *mirror, Suite: "bookworm", Kernel: *kernel, Log: log,
+		Cache: *cache, Mirror: *mirror, Suite: "bookworm", Kernel: *kernel, Extra: extra, Log: log,
 	})
 	if err != nil {
 		fail(err)
@@ -67,7 +70,7 @@ func main() {
 		defer cancel()
 		cfg := vmbed.RunConfig{
 			Image: img, Init: *init, CPUs: *cpus, MemMiB: *mem, Append: *appendArgs,
-			In: in, Out: *out, Cmd: fs.Args(), NoSwap: *noSwap, Reboot: *reboot, Stdout: os.Stdout, Log: log,
+			In: in, Out: *out, Cmd: fs.Args(), NoSwap: *noSwap, Reboot: *reboot, RootGiB: *rootGiB, Disks: disks, Stdout: os.Stdout, Log: log,
 			TmpDir: os.Getenv("TMPDIR"),
 		}
 		if *console {
