@@ -429,9 +429,9 @@ func TestMetrics(t *testing.T) {
 	}
 	text := string(body)
 	for series, want := range map[string]float64{
-		`berth_cri_requests_total{code="OK",method="RuntimeConfig",service="RuntimeService"}`:                  1,
+		`berth_cri_requests_total{code="OK",method="RuntimeConfig",service="RuntimeService"}`:            1,
 		`berth_cri_requests_total{code="Unimplemented",method="CheckpointPod",service="RuntimeService"}`: 1,
-		`berth_cri_request_duration_seconds_count{method="RuntimeConfig",service="RuntimeService"}`:            1,
+		`berth_cri_request_duration_seconds_count{method="RuntimeConfig",service="RuntimeService"}`:      1,
 	} {
 		if got, ok := sample(text, series); !ok || got != want {
 			t.Errorf("%s = %v (present %v), want %v", series, got, ok, want)
