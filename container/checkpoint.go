@@ -188,3 +188,23 @@ func logTail(path string) string {
 	}
 	return last
 }
+
+// sweepCheckpoints removes the work directories of checkpoints that a
+// berth killed mid-dump left behind: a checkpoint is one synchronous RPC,
+// so none is under way while the service starts.
+func (s *Service) sweepCheckpoints() {
+	entries, err := os.ReadDir(s.checkpoints)
+	if err != nil {
+		s.log.Warn("cannot list checkpoint work directories", "dir", s.checkpoints, "error", err)
+		return
+	}
+	for _, e := range entries {
+		// Only entries of s.checkpoints, the directory berth made for them.
+		dir := filepath.Join(s.checkpoints, e.Name())
+		if err := os.RemoveAll(dir); err != nil {
+			s.log.Warn("cannot remove a stale checkpoint work directory", "dir", dir, "error", err)
+			continue
+		}
+		s.log.Info("removed a stale checkpoint work directory", "dir", dir)
+	}
+}

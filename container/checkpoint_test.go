@@ -2,6 +2,7 @@ package container
 
 import (
 	"archive/tar"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-runtime/berth/container/spec"
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -247,5 +249,30 @@ func TestProbeCRIU(t *testing.T) {
 				t.Errorf("probeCRIU() = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// A berth killed in the middle of a dump leaves its work directory (CRIU's
+// images, perhaps gigabytes) under <root>/checkpoints; the next start
+// removes it, and keeps the directory itself.
+func TestSweepCheckpoints(t *testing.T) {
+	root := t.TempDir()
+	stale := filepath.Join(root, "checkpoints", "0123abcd-42")
+	if err := os.MkdirAll(filepath.Join(stale, "images"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(stale, "images", "pages-1.img"), []byte("dump"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(context.Background(), Options{Root: root, State: t.TempDir(), Pods: noPods{}, Images: noImages{}, Host: spec.SystemHost{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("stale checkpoint work directory %s: %v, want it removed", stale, err)
+	}
+	if fi, err := os.Stat(filepath.Join(root, "checkpoints")); err != nil || !fi.IsDir() {
+		t.Errorf("checkpoints directory: %v, want it kept", err)
 	}
 }

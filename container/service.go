@@ -189,6 +189,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	if err := os.Chmod(s.upper, 0o700); err != nil {
 		return nil, fmt.Errorf("container: %w", err)
 	}
+	s.sweepCheckpoints()
 	var err error
 	// Containers do not survive a reboot: their records need no fsync
 	// (as the pods' records, see store.Volatile).
