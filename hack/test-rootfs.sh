@@ -55,7 +55,7 @@ prepare_busybox() {
 # upstream image's: /etc/nginx/nginx.conf (master as root, workers as
 # www-data, pid file /var/run/nginx.pid, logs to stdout/stderr) including
 # /etc/nginx/conf.d/*.conf, where default.conf serves /usr/share/nginx/html on
-# :80 (the hostnet image replaces it with one on :12003, hack/mkimage/images.go).
+# :80 (the hostnet image replaces it with one on :12003, test/images/mkimage/images.go).
 prepare_nginx() {
 	local r="$1" base="$2" d
 	local x="$work/nginx-deb"
@@ -152,7 +152,7 @@ prepare_httpd() {
 prepare_pause() {
 	local r="$1"
 	mkdir -p "$r"
-	go_static "$r/pause" ./hack/images/pause
+	go_static "$r/pause" ./test/images/pause
 }
 
 # nonewprivs, on busybox (registry.k8s.io/e2e-test-images/nonewprivs:1.3):
@@ -160,7 +160,7 @@ prepare_pause() {
 prepare_nonewprivs() {
 	local r="$1"
 	mkdir -p "$r/usr/local/bin"
-	go_static "$r/usr/local/bin/nnp" ./hack/images/nonewprivs
+	go_static "$r/usr/local/bin/nnp" ./test/images/nonewprivs
 	chown 0:0 "$r/usr/local/bin/nnp"
 	chmod 04755 "$r/usr/local/bin/nnp"
 }

@@ -36,7 +36,7 @@ func (b *berth) ids() map[string]bool { return runtimeharness.IDsIn(b.logPath(),
 
 // mirrored are the registries critest's hard-coded image names use; the
 // test registry holds them all (repositories named as upstream's minus the
-// host, hack/mkimage).
+// host, test/images/mkimage).
 var mirrored = []string{"docker.io", "registry.k8s.io", "k8s.gcr.io", "gcr.io", "public.ecr.aws"}
 
 // nri is the NRI section both runtimes get: a socket of this run's own

@@ -13,14 +13,14 @@ import (
 )
 
 // runArchive is `kindbench archive -images FILE -name NAME -tag REF`: it
-// writes the OCI image layout hack/mkimage's current.json lists under NAME,
+// writes the OCI image layout test/images/mkimage's current.json lists under NAME,
 // a single image, to stdout as a docker-archive (manifest.json,
 // the config, one layer.tar per layer, compressed as in the layout), which
 // Docker 20.10's `docker load` reads (it reads no OCI layouts). This is how
-// hack/mkimage's 100 MB test image gets into Docker for `kind load`.
+// test/images/mkimage's 100 MB test image gets into Docker for `kind load`.
 func runArchive(args []string) error {
 	fs := flag.NewFlagSet("kindbench archive", flag.ContinueOnError)
-	current := fs.String("images", "", "hack/mkimage's current.json (required)")
+	current := fs.String("images", "", "test/images/mkimage's current.json (required)")
 	name := fs.String("name", "big", "the image's name in it")
 	tag := fs.String("tag", "", "the image's name in Docker (required)")
 	if err := fs.Parse(args); err != nil {
