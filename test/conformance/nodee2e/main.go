@@ -68,7 +68,7 @@ func main() {
 	flag.Var(&o.focus, "focus", "ginkgo --focus regex (repeatable; default "+defaultFocus+")")
 	flag.Var(&o.skip, "skip", "ginkgo --skip regex (repeatable; added to the default skip and the skip list)")
 	flag.BoolVar(&o.noDefault, "no-default-skip", false, "do not add the default skip ("+defaultSkip+")")
-	flag.StringVar(&o.skipFile, "skip-file", filepath.Join(root, "hack/nodee2e/skip.txt"), "checked-in skip list (empty: none)")
+	flag.StringVar(&o.skipFile, "skip-file", filepath.Join(root, "test/conformance/nodee2e/skip.txt"), "checked-in skip list (empty: none)")
 	flag.IntVar(&o.nodes, "nodes", 2, "ginkgo processes")
 	flag.StringVar(&o.binDir, "bin-dir", os.Getenv("BERTH_KUBELET_DIR"), "directory holding e2e_node.test, kubelet and ginkgo")
 	flag.StringVar(&o.out, "out", filepath.Join(os.Getenv("BERTH_OUTPUT"), "node-e2e"), "report directory (emptied first)")
