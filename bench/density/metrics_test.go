@@ -1,4 +1,4 @@
-package main
+package density
 
 import (
 	"math"
@@ -128,20 +128,5 @@ func TestHistogramSub(t *testing.T) {
 	}
 	if after.buckets[1].count != 18 {
 		t.Error("sub changed its receiver")
-	}
-}
-
-func TestPercentile(t *testing.T) {
-	s := []float64{5, 1, 4, 2, 3, 10, 9, 8, 7, 6}
-	for _, c := range []struct{ q, want float64 }{{0.5, 5}, {0.99, 10}, {0.1, 1}, {0, 1}, {1, 10}} {
-		if got := percentile(s, c.q); got != c.want {
-			t.Errorf("percentile(%v) = %v, want %v", c.q, got, c.want)
-		}
-	}
-	if !math.IsNaN(percentile(nil, 0.5)) {
-		t.Error("no samples: want NaN")
-	}
-	if s[0] != 5 {
-		t.Error("percentile sorted its argument")
 	}
 }

@@ -83,7 +83,7 @@ func timingsCommand(args []string) error {
 	return nil
 }
 
-// stepTimings is the JSON hack/bench reads (its Steps type).
+// stepTimings is the JSON the benchmark's table reads (its Steps type).
 type stepTimings struct {
 	Label      string       `json:"label"`
 	Iterations int          `json:"iterations"`

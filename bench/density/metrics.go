@@ -1,4 +1,4 @@
-package main
+package density
 
 import (
 	"bufio"
@@ -270,15 +270,4 @@ func (h *histogram) quantile(q float64) float64 {
 		prevLe, prevCount = b.le, b.count
 	}
 	return prevLe
-}
-
-// percentile is the nearest-rank q-quantile of samples (NaN if none).
-func percentile(samples []float64, q float64) float64 {
-	if len(samples) == 0 {
-		return math.NaN()
-	}
-	s := append([]float64(nil), samples...)
-	sort.Float64s(s)
-	i := int(math.Ceil(q*float64(len(s)))) - 1
-	return s[max(0, min(i, len(s)-1))]
 }

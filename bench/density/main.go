@@ -1,7 +1,7 @@
-// Command densitybench measures pod density under the stock kubelet (issue
-// 16): it runs the kubelet standalone with maxPods as asked on berth, then
-// on containerd v2.4.2 (as hack/bench-compare builds and configures it),
-// creates that many static pods of one busybox container at once, and
+// Package density is `bench density`: pod density under the stock
+// kubelet. It runs the kubelet standalone with maxPods as asked on berth,
+// then on containerd v2.4.2 (as hack/bench-compare builds and configures
+// it), creates that many static pods of one busybox container at once, and
 // reports, for each runtime and their ratio: the time until all are
 // Running, the kubelet's PLEG relist duration p50/p99 (its /metrics)
 // while they start, with all running and during the teardown, pod start
@@ -14,9 +14,10 @@
 // found it: processes, mounts, cgroups, links, iptables, sysctls; what the
 // runtime or the kubelet should have removed and did not is counted as a
 // leak (exit status 1).
-package main
+package density
 
 import (
+	"github.com/berth-runtime/berth/bench/report"
 	"github.com/berth-runtime/berth/test/kubehost"
 	"github.com/berth-runtime/berth/test/runtimeharness"
 
@@ -55,30 +56,34 @@ type options struct {
 	timeout             time.Duration
 }
 
-func main() {
+// Main runs `bench density` with args (its flags) and returns the exit
+// status.
+func Main(args []string) int {
 	var o options
+	fs := flag.NewFlagSet("bench density", flag.ExitOnError)
 	cache := os.Getenv("BERTH_CACHE")
-	flag.IntVar(&o.pods, "pods", 250, "static pods to create at once")
-	flag.IntVar(&o.maxPods, "max-pods", 250, "the kubelet's maxPods")
-	flag.StringVar(&o.runtimes, "runtimes", "berth,containerd", "runtimes to run, in order")
-	flag.StringVar(&o.kubeDir, "kubelet-dir", os.Getenv("BERTH_KUBELET_DIR"), "directory holding the kubelet (hack/kubelet)")
-	flag.StringVar(&o.berth, "berth", os.Getenv("BERTH_BINARY"), "berth binary")
-	flag.StringVar(&o.containerdDir, "containerd-dir", filepath.Join(cache, "containerd-v2.4.2"), "directory holding containerd and containerd-shim-runc-v2 (hack/install-containerd)")
-	flag.StringVar(&o.runc, "runc", filepath.Join(cache, "runc-v1.5.2", "runc"), "runc binary for containerd")
-	flag.StringVar(&o.cniBinDir, "cni-bin-dir", os.Getenv("BERTH_CNI_BIN_DIR"), "CNI plugin directory")
-	flag.StringVar(&o.registry, "registry", os.Getenv("BERTH_TEST_REGISTRY"), "host:port of the local registry (hack/registry)")
-	flag.StringVar(&o.out, "out", filepath.Join(os.Getenv("BERTH_OUTPUT"), "density"), "report directory")
-	flag.IntVar(&o.kubeletV, "kubelet-v", 1, "the kubelet's log verbosity (--v)")
-	flag.StringVar(&o.featureGates, "feature-gates", "", "the kubelet's feature gates, NAME=true|false,... (e.g. EventedPLEG=true,PLEGOnDemandRelist=true)")
-	flag.DurationVar(&o.idle, "idle", 15*time.Second, "wait after the kubelet is up, before the pods")
-	flag.DurationVar(&o.steady, "steady", 30*time.Second, "PLEG window with every pod running")
-	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "limit for the start and for the teardown, each")
-	flag.Parse()
+	fs.IntVar(&o.pods, "pods", 250, "static pods to create at once")
+	fs.IntVar(&o.maxPods, "max-pods", 250, "the kubelet's maxPods")
+	fs.StringVar(&o.runtimes, "runtimes", "berth,containerd", "runtimes to run, in order")
+	fs.StringVar(&o.kubeDir, "kubelet-dir", os.Getenv("BERTH_KUBELET_DIR"), "directory holding the kubelet (hack/kubelet)")
+	fs.StringVar(&o.berth, "berth", os.Getenv("BERTH_BINARY"), "berth binary")
+	fs.StringVar(&o.containerdDir, "containerd-dir", filepath.Join(cache, "containerd-v2.4.2"), "directory holding containerd and containerd-shim-runc-v2 (hack/install-containerd)")
+	fs.StringVar(&o.runc, "runc", filepath.Join(cache, "runc-v1.5.2", "runc"), "runc binary for containerd")
+	fs.StringVar(&o.cniBinDir, "cni-bin-dir", os.Getenv("BERTH_CNI_BIN_DIR"), "CNI plugin directory")
+	fs.StringVar(&o.registry, "registry", os.Getenv("BERTH_TEST_REGISTRY"), "host:port of the local registry (hack/registry)")
+	fs.StringVar(&o.out, "out", filepath.Join(os.Getenv("BERTH_OUTPUT"), "density"), "report directory")
+	fs.IntVar(&o.kubeletV, "kubelet-v", 1, "the kubelet's log verbosity (--v)")
+	fs.StringVar(&o.featureGates, "feature-gates", "", "the kubelet's feature gates, NAME=true|false,... (e.g. EventedPLEG=true,PLEGOnDemandRelist=true)")
+	fs.DurationVar(&o.idle, "idle", 15*time.Second, "wait after the kubelet is up, before the pods")
+	fs.DurationVar(&o.steady, "steady", 30*time.Second, "PLEG window with every pod running")
+	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "limit for the start and for the teardown, each")
+	fs.Parse(args)
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	if err := mainErr(log, &o); err != nil {
 		log.Error("density", "error", err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 func mainErr(log *slog.Logger, o *options) error {
@@ -327,8 +332,8 @@ func run(ctx context.Context, log *slog.Logger, o *options, name string) (r *res
 			statusS = append(statusS, s.Sub(at).Seconds())
 		}
 	}
-	r.StartSeen = [2]num{num(percentile(seenS, 0.5)), num(percentile(seenS, 0.99))}
-	r.StartStatus = [2]num{num(percentile(statusS, 0.5)), num(percentile(statusS, 0.99))}
+	r.StartSeen = [2]num{num(report.Percentile(seenS, 0.5)), num(report.Percentile(seenS, 0.99))}
+	r.StartStatus = [2]num{num(report.Percentile(statusS, 0.5)), num(report.Percentile(statusS, 0.99))}
 	if h := m1.hists["kubelet_pod_start_duration_seconds"]; h != nil {
 		d := h.sub(m0.hists["kubelet_pod_start_duration_seconds"])
 		r.StartKubelet = [2]num{num(d.quantile(0.5)), num(d.quantile(0.99))}

@@ -28,6 +28,8 @@
 //	bench wait [-timeout 30s] unix:///path             wait until a runtime answers Version
 //	bench timings [berth daemon flags] [-n N] [-json F] time berth's primitive steps with its own code
 //	bench compare [flags]                               berth beside containerd, everything (hack/bench-compare)
+//	bench density [flags]                               pod density under the stock kubelet (hack/density; package bench/density)
+//	bench kind run|cri|archive [flags]                  kind clusters of both node images (hack/kind-bench; package bench/kind)
 //
 // Needs root (it reads other processes' smaps). Everything it starts is
 // torn down on exit, also after a failure or SIGINT; it removes the cgroup
@@ -52,6 +54,9 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/berth-runtime/berth/bench/density"
+	"github.com/berth-runtime/berth/bench/kind"
 )
 
 type endpointFlag []string
@@ -82,36 +87,10 @@ type Params struct {
 func main() {
 	log.SetFlags(log.Ltime | log.Lmicroseconds)
 	log.SetPrefix("bench: ")
-	if len(os.Args) > 1 && os.Args[1] == "table" {
-		if err := tableCommand(os.Args[2:]); err != nil {
-			log.Fatal(err)
+	if len(os.Args) > 1 {
+		if code, ok := subcommand(os.Args[1], os.Args[2:]); ok {
+			os.Exit(code)
 		}
-		return
-	}
-	if len(os.Args) > 1 && os.Args[1] == "push-layer" {
-		if err := pushLayerCommand(os.Args[2:]); err != nil {
-			log.Fatal(err)
-		}
-		return
-	}
-	if len(os.Args) > 1 && os.Args[1] == "compare" {
-		if err := compareCommand(os.Args[2:]); err != nil {
-			log.Print(err)
-			os.Exit(compareExitCode(err))
-		}
-		return
-	}
-	if len(os.Args) > 1 && os.Args[1] == "timings" {
-		if err := timingsCommand(os.Args[2:]); err != nil {
-			log.Fatal(err)
-		}
-		return
-	}
-	if len(os.Args) > 1 && os.Args[1] == "wait" {
-		if err := waitCommand(os.Args[2:]); err != nil {
-			log.Fatal(err)
-		}
-		return
 	}
 	var eps endpointFlag
 	var p Params
@@ -177,6 +156,35 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+}
+
+// subcommand runs the subcommand name, if there is one of that name, and
+// returns its exit status; without one, the arguments are the benchmark's.
+func subcommand(name string, args []string) (int, bool) {
+	commands := map[string]func([]string) error{
+		"table": tableCommand, "push-layer": pushLayerCommand, "timings": timingsCommand, "wait": waitCommand,
+	}
+	switch name {
+	case "density":
+		return density.Main(args), true
+	case "kind":
+		return kind.Main(args), true
+	case "compare":
+		if err := compareCommand(args); err != nil {
+			log.Print(err)
+			return compareExitCode(err), true
+		}
+		return 0, true
+	}
+	f, ok := commands[name]
+	if !ok {
+		return 0, false
+	}
+	if err := f(args); err != nil {
+		log.Print(err)
+		return 1, true
+	}
+	return 0, true
 }
 
 type bench struct {

@@ -1,9 +1,10 @@
 package main
 
 import (
-	"math"
 	"slices"
 	"time"
+
+	"github.com/berth-runtime/berth/bench/report"
 )
 
 // Dist summarises samples of one figure (milliseconds, megabytes or
@@ -32,15 +33,10 @@ func newDist(samples []float64) Dist {
 		sum += v
 	}
 	return Dist{
-		N: len(s), P50: rank(s, 50), P90: rank(s, 90), P99: rank(s, 99),
+		N: len(s), P50: report.Rank(s, 0.50), P90: report.Rank(s, 0.90), P99: report.Rank(s, 0.99),
 		Min: s[0], Max: s[len(s)-1], Mean: sum / float64(len(s)),
 		Samples: samples,
 	}
-}
-
-func rank(sorted []float64, p float64) float64 {
-	i := int(math.Ceil(p/100*float64(len(sorted)))) - 1
-	return sorted[max(0, min(i, len(sorted)-1))]
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -1,4 +1,4 @@
-package main
+package kind
 
 import (
 	"context"
@@ -16,19 +16,19 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// criResult is what `kindbench cri` prints (JSON): the pod start times,
+// criResult is what `bench kind cri` prints (JSON): the pod start times,
 // RunPodSandbox + CreateContainer + StartContainer, in milliseconds.
 type criResult struct {
 	StartMS []float64 `json:"start_ms"`
 }
 
-// runCRI is `kindbench cri`, run inside a node: it starts and tears down
+// runCRI is `bench kind cri`, run inside a node: it starts and tears down
 // -n pods one at a time through the node's CRI socket, as the kubelet
 // would (a sandbox, one container of -image with its own entrypoint, a
 // systemd slice as cgroup parent: both runtimes use the systemd driver in
 // a node), and prints each start's time.
 func runCRI(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("kindbench cri", flag.ContinueOnError)
+	fs := flag.NewFlagSet("bench kind cri", flag.ContinueOnError)
 	endpoint := fs.String("endpoint", "/run/containerd/containerd.sock", "the CRI socket (both node images serve it there)")
 	image := fs.String("image", "registry.k8s.io/pause:3.10.2", "the container's image, present in the node")
 	n := fs.Int("n", 20, "pods timed")

@@ -1,4 +1,4 @@
-package main
+package kind
 
 import (
 	"archive/tar"
@@ -10,16 +10,18 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/berth-runtime/berth/bench/report"
 )
 
-// runArchive is `kindbench archive -images FILE -name NAME -tag REF`: it
+// runArchive is `bench kind archive -images FILE -name NAME -tag REF`: it
 // writes the OCI image layout test/images/mkimage's current.json lists under NAME,
 // a single image, to stdout as a docker-archive (manifest.json,
 // the config, one layer.tar per layer, compressed as in the layout), which
 // Docker 20.10's `docker load` reads (it reads no OCI layouts). This is how
 // test/images/mkimage's 100 MB test image gets into Docker for `kind load`.
 func runArchive(args []string) error {
-	fs := flag.NewFlagSet("kindbench archive", flag.ContinueOnError)
+	fs := flag.NewFlagSet("bench kind archive", flag.ContinueOnError)
 	current := fs.String("images", "", "test/images/mkimage's current.json (required)")
 	name := fs.String("name", "big", "the image's name in it")
 	tag := fs.String("tag", "", "the image's name in Docker (required)")
@@ -30,7 +32,7 @@ func runArchive(args []string) error {
 		return errors.New("-images and -tag are required")
 	}
 	var images []struct{ Name, Layout string }
-	if err := readJSON(*current, &images); err != nil {
+	if err := report.ReadJSON(*current, &images); err != nil {
 		return err
 	}
 	var layout *string
@@ -48,7 +50,7 @@ func runArchive(args []string) error {
 	var index struct {
 		Manifests []struct{ Digest string } `json:"manifests"`
 	}
-	if err := readJSON(filepath.Join(*layout, "index.json"), &index); err != nil {
+	if err := report.ReadJSON(filepath.Join(*layout, "index.json"), &index); err != nil {
 		return err
 	}
 	if len(index.Manifests) != 1 {
@@ -58,7 +60,7 @@ func runArchive(args []string) error {
 		Config struct{ Digest string }   `json:"config"`
 		Layers []struct{ Digest string } `json:"layers"`
 	}
-	if err := readJSON(blob(index.Manifests[0].Digest), &manifest); err != nil {
+	if err := report.ReadJSON(blob(index.Manifests[0].Digest), &manifest); err != nil {
 		return err
 	}
 	hexOf := func(d string) string { return strings.TrimPrefix(d, "sha256:") }
@@ -90,17 +92,6 @@ func runArchive(args []string) error {
 		return err
 	}
 	return tw.Close()
-}
-
-func readJSON(p string, v any) error {
-	data, err := os.ReadFile(p)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(data, v); err != nil {
-		return fmt.Errorf("%s: %w", p, err)
-	}
-	return nil
 }
 
 func addFile(tw *tar.Writer, name, src string) error {

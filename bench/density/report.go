@@ -1,9 +1,11 @@
-package main
+package density
 
 import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/berth-runtime/berth/bench/report"
 )
 
 // table prints the runs side by side, the first runtime's figure over the
@@ -32,14 +34,14 @@ func table(rs []*result) string {
 		for _, r := range rs {
 			x := f(r)
 			v = append(v, x)
-			cells = append(cells, fmtNum(x, prec))
+			cells = append(cells, report.Num(x, prec))
 		}
 		if len(rs) == 2 {
 			ratio := math.NaN()
 			if v[den] != 0 {
 				ratio = v[num] / v[den]
 			}
-			cells = append(cells, fmtNum(ratio, 2))
+			cells = append(cells, report.Num(ratio, 2))
 		}
 		rows = append(rows, cells)
 	}
@@ -79,37 +81,11 @@ func table(rs []*result) string {
 	row("teardown: no ready sandbox, no running container (s)", 1, func(r *result) float64 { return r.Teardown })
 	row("leaks", 0, func(r *result) float64 { return float64(r.Leaks) })
 
-	widths := make([]int, len(head))
-	for _, rr := range append([][]string{head}, rows...) {
-		for i, c := range rr {
-			widths[i] = max(widths[i], len([]rune(c)))
-		}
+	right := make([]bool, len(head))
+	for i := 1; i < len(right); i++ {
+		right[i] = true
 	}
-	line := func(cells []string) {
-		b.WriteString("|")
-		for i, c := range cells {
-			pad := strings.Repeat(" ", widths[i]-len([]rune(c)))
-			if i == 0 {
-				b.WriteString(" " + c + pad + " |")
-			} else {
-				b.WriteString(" " + pad + c + " |")
-			}
-		}
-		b.WriteString("\n")
-	}
-	line(head)
-	b.WriteString("|")
-	for i, w := range widths {
-		if i == 0 {
-			b.WriteString(" " + strings.Repeat("-", w) + " |")
-		} else {
-			b.WriteString(" " + strings.Repeat("-", w-1) + ": |")
-		}
-	}
-	b.WriteString("\n")
-	for _, rr := range rows {
-		line(rr)
-	}
+	report.Markdown(&b, head, rows, right)
 	b.WriteString("\n")
 	for _, r := range rs {
 		gates := ""
@@ -137,16 +113,9 @@ func table(rs []*result) string {
 				if i == 8 {
 					break
 				}
-				fmt.Fprintf(&b, "| %s | %s | %.0f | %s | %s | %.0f |\n", r.Runtime, o.Type, o.Count, fmtNum(1000*float64(o.Mean), 1), fmtNum(1000*float64(o.P99), 0), o.Errors)
+				fmt.Fprintf(&b, "| %s | %s | %.0f | %s | %s | %.0f |\n", r.Runtime, o.Type, o.Count, report.Num(1000*float64(o.Mean), 1), report.Num(1000*float64(o.P99), 0), o.Errors)
 			}
 		}
 	}
 	return b.String()
-}
-
-func fmtNum(x float64, prec int) string {
-	if math.IsNaN(x) || math.IsInf(x, 0) {
-		return "–"
-	}
-	return fmt.Sprintf("%.*f", prec, x)
 }

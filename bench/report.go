@@ -8,6 +8,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/berth-runtime/berth/bench/report"
 )
 
 // Report is one run of the benchmark against one or more runtimes.
@@ -79,17 +81,6 @@ func writeReport(path string, r *Report) error {
 		return err
 	}
 	return os.WriteFile(path, append(data, '\n'), 0o644)
-}
-
-func readJSON(path string, v any) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(data, v); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
 }
 
 // Steps is berth's own primitive steps, timed by `bench timings` on
@@ -164,7 +155,7 @@ func writeTable(w io.Writer, reports, steps []string) error {
 	var reps []*Report
 	for _, p := range reports {
 		r := &Report{}
-		if err := readJSON(p, r); err != nil {
+		if err := report.ReadJSON(p, r); err != nil {
 			return err
 		}
 		reps = append(reps, r)
@@ -172,7 +163,7 @@ func writeTable(w io.Writer, reports, steps []string) error {
 	var st []*Steps
 	for _, p := range steps {
 		s := &Steps{}
-		if err := readJSON(p, s); err != nil {
+		if err := report.ReadJSON(p, s); err != nil {
 			return err
 		}
 		st = append(st, s)
@@ -443,59 +434,7 @@ func printSteps(w io.Writer, s *Steps, reps []*Report) {
 	writeMarkdown(w, []string{"phase", "step", "p50 (ms)", "p90 (ms)", "in sum"}, lines)
 }
 
+// writeMarkdown writes a table, its columns of numbers right aligned.
 func writeMarkdown(w io.Writer, header []string, lines [][]string) {
-	width := make([]int, len(header))
-	for i, h := range header {
-		width[i] = len([]rune(h))
-	}
-	for _, l := range lines {
-		for i, c := range l {
-			if i < len(width) && len([]rune(c)) > width[i] {
-				width[i] = len([]rune(c))
-			}
-		}
-	}
-	// A column is right-aligned when every non-empty cell is a number.
-	numeric := make([]bool, len(header))
-	for i := 1; i < len(header); i++ {
-		numeric[i] = true
-		for _, l := range lines {
-			if i < len(l) && l[i] != "" && strings.Trim(l[i], "0123456789.-") != "" {
-				numeric[i] = false
-			}
-		}
-	}
-	pad := func(s string, n int, right bool) string {
-		gap := strings.Repeat(" ", max(0, n-len([]rune(s))))
-		if right {
-			return gap + s
-		}
-		return s + gap
-	}
-	out := func(cells []string) {
-		var b strings.Builder
-		b.WriteString("|")
-		for i := range header {
-			c := ""
-			if i < len(cells) {
-				c = cells[i]
-			}
-			b.WriteString(" " + pad(c, width[i], numeric[i]) + " |")
-		}
-		fmt.Fprintln(w, b.String())
-	}
-	out(header)
-	var sep strings.Builder
-	sep.WriteString("|")
-	for i := range header {
-		if !numeric[i] {
-			sep.WriteString(" " + strings.Repeat("-", width[i]) + " |")
-		} else {
-			sep.WriteString(" " + strings.Repeat("-", width[i]-1) + ": |")
-		}
-	}
-	fmt.Fprintln(w, sep.String())
-	for _, l := range lines {
-		out(l)
-	}
+	report.Markdown(w, header, lines, report.NumericColumns(header, lines))
 }

@@ -1,12 +1,12 @@
-// Command kindbench measures what a kind user feels on clusters of
-// berth's node image beside its containerd twin (issue 17), alternating
+// Package kind is `bench kind`: it measures what a kind user feels on
+// clusters of berth's node image beside its containerd twin, alternating
 // the images round by round, and prints one table with the ratios of the
 // first image to the second. hack/kind-bench builds what it needs and runs
 // it.
 //
-//	kindbench run -image berth=TAG -image containerd=TAG -rounds N ...
-//	kindbench cri [-endpoint SOCK] [-n N]   (inside a node: pod start at the CRI socket)
-//	kindbench archive -images current.json -name big -tag REF  (an OCI layout as a docker-archive, for `docker load`)
+//	bench kind run -image berth=TAG -image containerd=TAG -rounds N ...
+//	bench kind cri [-endpoint SOCK] [-n N]   (inside a node: pod start at the CRI socket)
+//	bench kind archive -images current.json -name big -tag REF  (an OCI layout as a docker-archive, for `docker load`)
 //
 // Per round and image, on a fresh 1 control plane + 2 workers cluster:
 // `kind create cluster` to every node Ready and to CoreDNS ready; each node
@@ -17,7 +17,7 @@
 // test image to both workers; the p50 of pod start (RunPodSandbox +
 // CreateContainer + StartContainer) at the CRI socket inside a worker.
 // Every cluster it creates is deleted, also on failure or SIGINT.
-package main
+package kind
 
 import (
 	"bytes"
@@ -37,28 +37,31 @@ import (
 	"time"
 )
 
-func main() {
+// Main runs `bench kind` with args (what follows "kind") and returns the
+// exit status.
+func Main(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
-	if len(os.Args) < 2 {
-		err = errors.New("usage: kindbench run|cri|archive [flags]")
+	if len(args) < 1 {
+		err = errors.New("usage: bench kind run|cri|archive [flags]")
 	} else {
-		switch os.Args[1] {
+		switch args[0] {
 		case "run":
-			err = run(ctx, os.Args[2:])
+			err = run(ctx, args[1:])
 		case "cri":
-			err = runCRI(ctx, os.Args[2:])
+			err = runCRI(ctx, args[1:])
 		case "archive":
-			err = runArchive(os.Args[2:])
+			err = runArchive(args[1:])
 		default:
-			err = fmt.Errorf("unknown command %q (run, cri, archive)", os.Args[1])
+			err = fmt.Errorf("unknown command %q (run, cri, archive)", args[0])
 		}
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "kindbench: %v\n", err)
-		os.Exit(1)
+		fmt.Fprintf(os.Stderr, "bench kind: %v\n", err)
+		return 1
 	}
+	return 0
 }
 
 type imageFlag [][2]string
@@ -100,7 +103,7 @@ type sample struct {
 
 func run(ctx context.Context, args []string) error {
 	var c config
-	fs := flag.NewFlagSet("kindbench run", flag.ContinueOnError)
+	fs := flag.NewFlagSet("bench kind run", flag.ContinueOnError)
 	fs.StringVar(&c.kind, "kind", "kind", "the kind binary")
 	fs.StringVar(&c.kubectl, "kubectl", "kubectl", "the kubectl binary")
 	fs.Var(&c.images, "image", "NAME=TAG of a node image (twice: ratios are first/second)")
@@ -151,7 +154,7 @@ func run(ctx context.Context, args []string) error {
 }
 
 func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "kindbench: "+format+"\n", args...)
+	fmt.Fprintf(os.Stderr, "bench kind: "+format+"\n", args...)
 }
 
 // round creates a cluster of the image, measures it and deletes it.
@@ -275,18 +278,18 @@ spec:
 	return rollout, time.Since(t).Seconds(), nil
 }
 
-// criStart copies this program into the node and runs `kindbench cri`
+// criStart copies this program into the node and runs `bench kind cri`
 // there, with the node's kubelet stopped meanwhile: it sees every sandbox
 // the runtime lists and kills those of pods it was not given, within a
 // second or two, which races the benchmark's pods.
 func (c *config) criStart(ctx context.Context, node string) (float64, error) {
-	if _, err := output(ctx, nil, "docker", "cp", c.self, node+":/usr/local/bin/kindbench"); err != nil {
+	if _, err := output(ctx, nil, "docker", "cp", c.self, node+":/usr/local/bin/bench"); err != nil {
 		return 0, err
 	}
 	if _, err := output(ctx, nil, "docker", "exec", node, "systemctl", "stop", "kubelet"); err != nil {
 		return 0, err
 	}
-	out, err := output(ctx, nil, "docker", "exec", node, "/usr/local/bin/kindbench", "cri",
+	out, err := output(ctx, nil, "docker", "exec", node, "/usr/local/bin/bench", "kind", "cri",
 		"-image", c.podImage, "-n", strconv.Itoa(c.criN))
 	if _, serr := output(ctx, nil, "docker", "exec", node, "systemctl", "start", "kubelet"); serr != nil && err == nil {
 		err = serr
@@ -296,7 +299,7 @@ func (c *config) criStart(ctx context.Context, node string) (float64, error) {
 	}
 	var res criResult
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
-		return 0, fmt.Errorf("kindbench cri in %s said %q: %w", node, out, err)
+		return 0, fmt.Errorf("bench kind cri in %s said %q: %w", node, out, err)
 	}
 	return median(res.StartMS), nil
 }
