@@ -1,4 +1,4 @@
-module github.com/berth-runtime/berth/hack/mkrelease
+module github.com/berth-runtime/berth/release
 
 go 1.26.8
 
