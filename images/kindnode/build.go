@@ -309,7 +309,7 @@ func (b *builder) berthConfig(ctx context.Context) ([]byte, error) {
 		return nil, fmt.Errorf("berth config default: %w", err)
 	}
 	var conf strings.Builder
-	conf.WriteString("# berth in a kind node (written by hack/kindnode; `berth config default` lists every key).\n")
+	conf.WriteString("# berth in a kind node (written by images/kindnode; `berth config default` lists every key).\n")
 	table := ""
 	for _, k := range configKeys {
 		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(k.key) + ` = `).Match(out) {
