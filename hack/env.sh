@@ -27,7 +27,7 @@ export BERTH_ETCD="${BERTH_ETCD:-$BERTH_CACHE/etcd-$ETCD_VERSION/etcd}"
 # kind, built from the Go module proxy by hack/kind (test/kind runs it).
 KIND_VERSION=v0.33.0
 export BERTH_KIND="${BERTH_KIND:-$BERTH_CACHE/kind-$KIND_VERSION/kind}"
-# Test images (hack/build-images, hack/mkimage): downloaded .debs, and one OCI
+# Test images (hack/build-images, test/images/mkimage): downloaded .debs, and one OCI
 # layout per built image keyed by a hash of its inputs.
 export BERTH_DEBS="${BERTH_DEBS:-$BERTH_CACHE/debs}"
 export BERTH_IMAGES="${BERTH_IMAGES:-$BERTH_CACHE/images}"

@@ -49,7 +49,7 @@ copy_libs() {
 }
 
 # go_static OUT PACKAGE: a static, stripped, reproducible build of one of the
-# programs under hack/images (no VCS stamp, so a commit does not change it).
+# programs under test/images (no VCS stamp, so a commit does not change it).
 go_static() {
 	(cd "$BERTH_ROOT_DIR" && CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags '-s -w' -o "$1" "$2")
 }

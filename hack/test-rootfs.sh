@@ -1,7 +1,9 @@
 # Sourced by hack/build-images and hack/e2e-images (after hack/rootfs.sh): the
 # root filesystems of the test images that both build on (prepare_NAME DIR
 # [BASE]) and their checks (check_NAME LAYERS). The caller sets $work (a
-# scratch directory) and defines log.
+# scratch directory) and defines log. The files written as they are (users,
+# configurations) are in test/images/rootfs/NAME, at their paths in the image.
+ROOTFS_FILES="$BERTH_ROOT_DIR/test/images/rootfs"
 
 # The default critest image (registry.k8s.io/e2e-test-images/busybox:1.29-2 and
 # friends): Debian's dynamically linked busybox with every applet a hard link in
@@ -33,20 +35,8 @@ prepare_busybox() {
 	rm -f "$r/bin/ipcs" "$r/bin/pgrep"
 	install -m 0755 /usr/bin/ipcs /usr/bin/pgrep "$r/bin/"
 	copy_libs "$r" "" "" "$bin" /usr/bin/ipcs /usr/bin/pgrep
-	cat >"$r/etc/passwd" <<-'EOF'
-		root:x:0:0:root:/root:/bin/sh
-		www-data:x:33:33:www-data:/var/www:/bin/false
-		user:x:1000:1000:user:/home/user:/bin/sh
-		nobody:x:65534:65534:nobody:/nonexistent:/bin/false
-	EOF
-	cat >"$r/etc/group" <<-'EOF'
-		root:x:0:
-		www-data:x:33:
-		user:x:1000:
-		nogroup:x:65534:
-	EOF
+	install -m 0644 "$ROOTFS_FILES"/busybox/etc/{passwd,group} "$r/etc/"
 	chown 1000:1000 "$r/home/user"
-	chmod 0644 "$r/etc/passwd" "$r/etc/group"
 }
 
 # nginx, on busybox (registry.k8s.io/e2e-test-images/nginx:1.14-2 and
@@ -55,7 +45,7 @@ prepare_busybox() {
 # upstream image's: /etc/nginx/nginx.conf (master as root, workers as
 # www-data, pid file /var/run/nginx.pid, logs to stdout/stderr) including
 # /etc/nginx/conf.d/*.conf, where default.conf serves /usr/share/nginx/html on
-# :80 (the hostnet image replaces it with one on :12003, hack/mkimage/images.go).
+# :80 (the hostnet image replaces it with one on :12003, test/images/mkimage/images.go).
 prepare_nginx() {
 	local r="$1" base="$2" d
 	local x="$work/nginx-deb"
@@ -66,29 +56,8 @@ prepare_nginx() {
 	ln -s /dev/stdout "$r/var/log/nginx/access.log"
 	ln -s /dev/stderr "$r/var/log/nginx/error.log"
 	echo '<html><body>berth test nginx</body></html>' >"$r/usr/share/nginx/html/index.html"
-	cat >"$r/etc/nginx/nginx.conf" <<-'EOF'
-		user www-data;
-		worker_processes 1;
-		pid /var/run/nginx.pid;
-		error_log /var/log/nginx/error.log notice;
-		events {
-		    worker_connections 256;
-		}
-		http {
-		    access_log /var/log/nginx/access.log;
-		    include /etc/nginx/conf.d/*.conf;
-		}
-	EOF
-	cat >"$r/etc/nginx/conf.d/default.conf" <<-'EOF'
-		server {
-		    listen 80;
-		    server_name localhost;
-		    location / {
-		        root /usr/share/nginx/html;
-		        index index.html;
-		    }
-		}
-	EOF
+	install -m 0644 "$ROOTFS_FILES/nginx/etc/nginx/nginx.conf" "$r/etc/nginx/"
+	install -m 0644 "$ROOTFS_FILES/nginx/etc/nginx/conf.d/default.conf" "$r/etc/nginx/conf.d/"
 	copy_libs "$r" "$base" "$x" "$x/usr/sbin/nginx"
 }
 
@@ -96,8 +65,8 @@ prepare_nginx() {
 # Apache 2.4 laid out like the upstream httpd image, /usr/local/apache2 with
 # bin/httpd (argv[0] "httpd", so its start-up messages name httpd, as critest's
 # log check wants), the few modules its configuration loads, htdocs, and a
-# logs directory for the pid file, and bin/httpd-foreground, the command. The
-# configuration is written here.
+# logs directory for the pid file, and bin/httpd-foreground, the command, with
+# a configuration of its own (test/images/rootfs/httpd).
 prepare_httpd() {
 	local r="$1" base="$2" m
 	local x="$work/httpd-deb"
@@ -112,33 +81,8 @@ prepare_httpd() {
 	echo '<html><body>berth test httpd</body></html>' >"$a/htdocs/index.html"
 	# The image's command, as upstream's: Debian's binary looks for
 	# /etc/apache2/apache2.conf unless told otherwise.
-	cat >"$a/bin/httpd-foreground" <<-'EOF'
-		#!/bin/sh
-		set -e
-		rm -f /usr/local/apache2/logs/httpd.pid
-		exec httpd -f /usr/local/apache2/conf/httpd.conf -DFOREGROUND "$@"
-	EOF
-	chmod 0755 "$a/bin/httpd-foreground"
-	cat >"$a/conf/httpd.conf" <<-'EOF'
-		ServerRoot "/usr/local/apache2"
-		Listen 80
-		LoadModule mpm_event_module modules/mod_mpm_event.so
-		LoadModule authz_core_module modules/mod_authz_core.so
-		LoadModule dir_module modules/mod_dir.so
-		User www-data
-		Group www-data
-		PidFile logs/httpd.pid
-		DefaultRuntimeDir logs
-		ErrorLog /proc/self/fd/2
-		LogLevel info
-		LogFormat "%h %l %u %t \"%r\" %>s %b" common
-		CustomLog /proc/self/fd/1 common
-		DocumentRoot "/usr/local/apache2/htdocs"
-		<Directory "/usr/local/apache2/htdocs">
-		    Require all granted
-		</Directory>
-		DirectoryIndex index.html
-	EOF
+	install -m 0755 "$ROOTFS_FILES/httpd/usr/local/apache2/bin/httpd-foreground" "$a/bin/"
+	install -m 0644 "$ROOTFS_FILES/httpd/usr/local/apache2/conf/httpd.conf" "$a/conf/"
 	# glibc dlopens libgcc_s for pthread_exit, which Apache's threads call: ldd
 	# does not list it.
 	mkdir -p "$r/lib/x86_64-linux-gnu"
@@ -152,7 +96,7 @@ prepare_httpd() {
 prepare_pause() {
 	local r="$1"
 	mkdir -p "$r"
-	go_static "$r/pause" ./hack/images/pause
+	go_static "$r/pause" ./test/images/pause
 }
 
 # nonewprivs, on busybox (registry.k8s.io/e2e-test-images/nonewprivs:1.3):
@@ -160,7 +104,7 @@ prepare_pause() {
 prepare_nonewprivs() {
 	local r="$1"
 	mkdir -p "$r/usr/local/bin"
-	go_static "$r/usr/local/bin/nnp" ./hack/images/nonewprivs
+	go_static "$r/usr/local/bin/nnp" ./test/images/nonewprivs
 	chown 0:0 "$r/usr/local/bin/nnp"
 	chmod 04755 "$r/usr/local/bin/nnp"
 }

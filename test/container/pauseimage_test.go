@@ -15,7 +15,7 @@ import (
 )
 
 // pauseImage is what pause_image names; the config sends registry.k8s.io
-// to the local test registry (a mirror), which serves hack/mkimage's pause
+// to the local test registry (a mirror), which serves test/images/mkimage's pause
 // image (/pause, user 65535) under that name.
 const pauseImage = "registry.k8s.io/pause:3.9"
 

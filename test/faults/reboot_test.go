@@ -26,7 +26,7 @@ func TestReboot(t *testing.T) {
 			images := []string{"busybox"}
 			if pauseImage {
 				// registry.k8s.io is sent to the test registry, which
-				// serves hack/mkimage's pause under that name.
+				// serves test/images/mkimage's pause under that name.
 				opts = append(opts, framework.WithConfig(fmt.Sprintf("pause_image = %q\n[registries.\"registry.k8s.io\"]\nmirrors = [\"http://%s\"]\n",
 					"registry.k8s.io/pause:3.9", framework.TestRegistry(t))))
 				images = append(images, "pause")

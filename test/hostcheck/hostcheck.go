@@ -1,6 +1,6 @@
 // Package hostcheck finds and removes what a run of a runtime left on this
 // host: processes, mounts, pods. The harnesses that start a runtime on temp
-// roots (hack/critestrun, hack/nodee2e, hack/densitybench) check the same
+// roots (test/conformance/critest, test/conformance/nodee2e, bench/density) check the same
 // things after it stops; a find is a leak to them.
 package hostcheck
 

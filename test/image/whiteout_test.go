@@ -12,7 +12,7 @@ import (
 )
 
 // The layers of berth-test/whiteout, mounted with overlayfs as a container
-// would see them, give the merged tree hack/mkimage documents.
+// would see them, give the merged tree test/images/mkimage documents.
 func TestWhiteoutMergedTree(t *testing.T) {
 	reg := registry(t)
 	d := framework.StartDaemon(t)

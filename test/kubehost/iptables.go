@@ -1,5 +1,5 @@
 // Package kubehost is what the harnesses that run a stock kubelet on this
-// machine (test/kubelet, hack/nodee2e, hack/densitybench) share: the
+// machine (test/kubelet, test/conformance/nodee2e, bench/density) share: the
 // machine-wide kubelet lock, the removal of a kubelet's cgroup tree, the
 // undoing of what the kubelet and its CNI plugins leave in iptables, and
 // the configuration of a kubelet without an API server.

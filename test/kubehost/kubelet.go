@@ -24,7 +24,7 @@ type Standalone struct {
 }
 
 // Config is the KubeletConfiguration, as JSON's map, that test/kubelet
-// and hack/densitybench start from: cgroup v1 allowed and swap tolerated
+// and bench/density start from: cgroup v1 allowed and swap tolerated
 // (the reference host has both), manifests polled every second, anonymous
 // AlwaysAllow access to the server (the harnesses read /pods), healthz on
 // loopback, and neither evictions nor image GC on a shared machine.

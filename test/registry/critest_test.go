@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
-// What critest v1.37.0 checks of its images (see hack/mkimage/critest.go).
+// What critest v1.37.0 checks of its images (see test/images/mkimage/critest.go).
 
 const criTools = "k8s-staging-cri-tools/"
 

@@ -25,7 +25,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 )
 
-// The references hack/mkimage pushes (repository → tags), written out here on
+// The references test/images/mkimage pushes (repository → tags), written out here on
 // purpose rather than read from mkimage's table.
 var expected = map[string][]string{
 	"e2e-test-images/busybox": {"1.29-2"},

@@ -137,7 +137,7 @@ func checkReproducible(t *testing.T, a *artifacts) {
 	out := filepath.Join(t.TempDir(), "out")
 	cmd = exec.Command("go", "run", ".", "-root", src, "-out", out, "-version", a.version, "-commit", a.commit,
 		"-source-date-epoch", fmt.Sprint(a.epoch.Unix()), "-arch", "amd64", "-smoke=false")
-	cmd.Dir = filepath.Join(src, "hack/mkrelease")
+	cmd.Dir = filepath.Join(src, "release")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("mkrelease from %s: %v\n%s", src, err, b)
 	}

@@ -1,5 +1,5 @@
 // Package runtimeharness starts and stops the CRI runtimes the test runners
-// drive (hack/critestrun, hack/nodee2e, hack/densitybench): a berth or a
+// drive (test/conformance/critest, test/conformance/nodee2e, bench/density): a berth or a
 // containerd daemon on temp roots with a configuration rendered here, and
 // the host checks after it that tell what a run left (a leak) from what
 // others own.
