@@ -76,11 +76,18 @@ const prerm = `#!/bin/sh
 set -e
 if [ "$1" = remove ] && [ -d /run/systemd/system ]; then
 	PATH="$PATH:/usr/local/bin"
-	if command -v crictl >/dev/null 2>&1 && systemctl is-active --quiet berth.service &&
-		crictl --runtime-endpoint unix:///run/berth/berth.sock rmp --all --force; then
+	if command -v crictl >/dev/null 2>&1 && systemctl is-active --quiet berth.service; then
+		# A pod's stop waits for its CNI DEL, which on a slow node outlasts
+		# crictl.yaml's 10 s when many pods go at once; a retry waits for
+		# the DEL still under way instead of leaving its rules behind.
+		n=0
+		until crictl --runtime-endpoint unix:///run/berth/berth.sock --timeout 60s rmp --all --force; do
+			n=$((n + 1))
+			[ "$n" -lt 3 ] || break
+		done
 		# The slice of pods that name no parent (crictl's), which systemd
 		# keeps once made: empty now.
-		systemctl stop berth.slice 2>/dev/null || true
+		[ "$n" -lt 3 ] && systemctl stop berth.slice 2>/dev/null || true
 	fi
 	systemctl stop berth.service || true
 	systemctl disable berth.service || true
