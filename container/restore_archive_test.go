@@ -14,7 +14,7 @@ import (
 // entry is one entry of a tar a test writes.
 type entry struct {
 	name, body, link string
-	kind           byte // tar.TypeReg when zero
+	kind             byte // tar.TypeReg when zero
 }
 
 func tarOf(t *testing.T, entries []entry) []byte {
