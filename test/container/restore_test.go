@@ -62,6 +62,12 @@ func TestRestoreContainer(t *testing.T) {
 		noContainers(t, e, newPod)
 		return
 	}
+	// An archive of an image this node does not have.
+	missing := writeArchive(t, filepath.Join(dir, "missing-image.tar"), fakeCheckpoint(e.image+"-missing"))
+	if _, err := create(newPod, newPodCfg, missing); status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "pull it first") {
+		t.Errorf("CreateContainer from an archive of a missing image: %v, want NotFound saying to pull it", err)
+	}
+	noContainers(t, e, newPod)
 
 	// The original, in a pod removed before the restore.
 	oldPodCfg := e.podConfig("ckpt")
