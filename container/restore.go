@@ -87,11 +87,13 @@ func (c *creation) restoreRootfs(context.Context) error {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return fmt.Errorf("container %s: %w", c.rec.ID, err)
 	}
+	// The archive passed inspectArchive: what fails here is the disk,
+	// or an archive changed meanwhile.
 	if err := extractArchive(c.restore.location, dir); err != nil {
-		return fmt.Errorf("%w: checkpoint archive %s: %w", ErrInvalid, c.restore.location, err)
+		return fmt.Errorf("container %s: checkpoint archive %s: extract: %w", c.rec.ID, c.restore.location, err)
 	}
 	if err := applyCheckpointRootfs(c.rootfs(), dir); err != nil {
-		return fmt.Errorf("%w: checkpoint archive %s: %w", ErrInvalid, c.restore.location, err)
+		return fmt.Errorf("container %s: checkpoint archive %s: rootfs: %w", c.rec.ID, c.restore.location, err)
 	}
 	// Written into the rootfs: the copy is not needed any more.
 	return os.Remove(filepath.Join(dir, rootfsDiff))
