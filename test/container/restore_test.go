@@ -41,7 +41,8 @@ func ticks(text string) []int {
 // and where CRIU does not work a good one is refused as a checkpoint is.
 func TestRestoreContainer(t *testing.T) {
 	works := criuWorks(t)
-	e := newEnv(t)
+	// Only the C pod process restores, whichever kind the suite runs.
+	e := newEnv(t, framework.WithArgs("--pod-process", "podproc"))
 	ctx := framework.Ctx(t)
 	dir := t.TempDir()
 	create := func(pod string, podCfg *runtimeapi.PodSandboxConfig, image string) (string, error) {
@@ -122,6 +123,22 @@ func TestRestoreContainer(t *testing.T) {
 	if _, err := os.Stat(location); err != nil {
 		t.Errorf("the archive, the user's, is gone: %v", err)
 	}
+}
+
+// TestRestoreInGoMonitorPod: a pod whose process is the Go monitor
+// cannot restore, and says so (FailedPrecondition) before anything is
+// made, whether CRIU works or not.
+func TestRestoreInGoMonitorPod(t *testing.T) {
+	e := newEnv(t, framework.WithArgs("--pod-process", "monitor"))
+	podCfg := e.podConfig("gomon")
+	pod := e.runPod(podCfg)
+	cfg := e.ctrConfig("restored", "true")
+	cfg.Image = &runtimeapi.ImageSpec{Image: writeArchive(t, filepath.Join(t.TempDir(), "ckpt.tar"), fakeCheckpoint(e.image))}
+	_, err := e.d.Runtime.CreateContainer(framework.Ctx(t), &runtimeapi.CreateContainerRequest{PodSandboxId: pod, Config: cfg, SandboxConfig: podCfg})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "Go monitor") {
+		t.Fatalf("CreateContainer from an archive in a Go monitor pod: %v, want FailedPrecondition naming the Go monitor", err)
+	}
+	noContainers(t, e, pod)
 }
 
 // checkRestored checks the restored container id of pod: running in the
