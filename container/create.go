@@ -45,6 +45,12 @@ func (s *Service) Create(ctx context.Context, podID string, cfg *runtimeapi.Cont
 	if podCfg == nil {
 		podCfg = pod.Config
 	}
+	var src *restoreSource
+	if location, ok := archivePath(cfg.GetImage().GetImage()); ok {
+		if src, cfg, err = s.prepareRestore(pod.ID, location, cfg); err != nil {
+			return "", err
+		}
+	}
 	return s.names.Create(ctx, nameKey(pod.ID, cfg.GetMetadata()), func(ctx context.Context, id string) error {
 		// libcontainer moves the container's init into its cgroup some
 		// 5–20 ms from now (lease, records, rootfs, spec, the re-exec as
@@ -55,7 +61,7 @@ func (s *Service) Create(ctx context.Context, podID string, cfg *runtimeapi.Cont
 		// way.
 		ctx, unblock := s.opts.NRI.BlockSync(ctx)
 		defer unblock()
-		if _, err := s.create(ctx, id, pod.Pod, cfg, podCfg, false); err != nil {
+		if _, err := s.create(ctx, id, pod.Pod, cfg, podCfg, false, src); err != nil {
 			return err
 		}
 		s.opts.Faults.Hit(faultpoint.CreateReturning, id)
@@ -71,9 +77,12 @@ const undoTimeout = time.Minute
 // monitor's create. A sandbox (infra) container's image is pulled if it
 // is missing, as containerd pulls its sandbox image. On error everything
 // is undone: before the record is written by the named cleanups of the
-// steps done, after it by undoCreate, the release recovery uses.
-func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runtimeapi.ContainerConfig, podCfg *runtimeapi.PodSandboxConfig, sandbox bool) (_ *ctr, err error) {
-	c := &creation{s: s, pod: pod, cfg: cfg, podCfg: podCfg, sandbox: sandbox,
+// steps done, after it by undoCreate, the release recovery uses. With
+// src, the container is to be restored from that checkpoint archive
+// (restore.go): its rootfs gets the checkpointed writable layer, and the
+// pod's process learns of it only at its start.
+func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runtimeapi.ContainerConfig, podCfg *runtimeapi.PodSandboxConfig, sandbox bool, src *restoreSource) (_ *ctr, err error) {
+	c := &creation{s: s, pod: pod, cfg: cfg, podCfg: podCfg, sandbox: sandbox, restore: src,
 		run: &steps.Runner{Kind: "container", ID: id, Tracer: s.opts.Tracer, Faults: s.opts.Faults}}
 	c.rec.ID = id
 	defer func() {
@@ -96,13 +105,14 @@ func (s *Service) create(ctx context.Context, id string, pod spec.Pod, cfg *runt
 		steps.Step{Name: "id-mapped layers", Skip: podUserNS(podCfg) == nil, Do: c.openIDMap},
 		steps.Step{Do: func(context.Context) error { return makeContainerDir(c.rec.Dir, c.idm) }},
 		steps.Step{Name: "rootfs mount", Span: "rootfs mount", Fault: c.fault(faultpoint.CreateRootfs), Do: c.mountRootfs},
+		steps.Step{Name: "checkpoint archive", Span: "checkpoint archive", Skip: src == nil, Do: c.restoreRootfs},
 		steps.Step{Do: c.mountVolumes},
 		steps.Step{Name: "OCI spec", Span: "OCI spec", Do: c.buildSpec},
 		steps.Step{Name: "NRI CreateContainer", Skip: !nri, Do: func(ctx context.Context) error {
 			return s.nriCreate(ctx, &c.rec, cfg, c.oci, &c.cleanups)
 		}},
 		steps.Step{Do: c.writeSpec},
-		steps.Step{Name: "monitor create (libcontainer)", Span: "libcontainer create", Fault: c.monitorFault(), Do: c.monitorCreate},
+		steps.Step{Name: "monitor create (libcontainer)", Span: "libcontainer create", Skip: src != nil, Fault: c.monitorFault(), Do: c.monitorCreate},
 		steps.Step{Name: "record created", Do: c.recordCreated},
 	)
 	if err != nil {
@@ -119,6 +129,7 @@ type creation struct {
 	cfg     *runtimeapi.ContainerConfig
 	podCfg  *runtimeapi.PodSandboxConfig
 	sandbox bool
+	restore *restoreSource
 
 	// cleanups undo the steps done: before the record is written all of
 	// them, after it those that its release does not (NRI's).
@@ -152,12 +163,18 @@ func (c *creation) monitorFault() string {
 
 func (c *creation) leaseImage(ctx context.Context) error {
 	id, ref, images := c.rec.ID, c.cfg.GetImage().GetImage(), c.s.opts.Images
+	if c.restore != nil {
+		ref = c.restore.image
+	}
 	img, err := images.Lease(ctx, id, ref)
 	if c.sandbox && errors.Is(err, errdefs.ErrNotFound) {
 		reserve.Step(ctx, "sandbox image pull")
 		if err = images.Pull(ctx, ref); err == nil {
 			img, err = images.Lease(ctx, id, ref)
 		}
+	}
+	if err != nil && c.restore != nil {
+		return restoreImageError(c.restore, err)
 	}
 	if err != nil {
 		return fmt.Errorf("image %s: %w", ref, err)
@@ -188,7 +205,7 @@ func (c *creation) record(context.Context) error {
 	c.rec = Record{
 		ID: id, PodID: c.pod.ID, State: StateCreating, ImageID: img.ID, ImageRef: imageRef(img),
 		CreatedAt: time.Now().UnixNano(), Dir: c.rec.Dir, Upper: filepath.Join(c.s.upper, id), StopSignal: c.imgCfg.StopSignal,
-		Sandbox: c.sandbox, ImageVolumes: c.rec.ImageVolumes,
+		Sandbox: c.sandbox, ImageVolumes: c.rec.ImageVolumes, Restore: c.restore != nil,
 	}
 	if c.rec.Config, err = proto.Marshal(cfg); err != nil {
 		return err
@@ -295,7 +312,9 @@ func (c *creation) monitorCreate(ctx context.Context) error {
 }
 
 func (c *creation) recordCreated(context.Context) error {
-	c.rec.PidStart = procstate.StartTime(c.rec.Pid)
+	if c.rec.Pid > 0 {
+		c.rec.PidStart = procstate.StartTime(c.rec.Pid)
+	}
 	c.rec.State = StateCreated
 	return c.s.records.Put(c.rec.ID, &c.rec)
 }
@@ -311,7 +330,10 @@ func (c *creation) publish(ctx context.Context, nri bool) *ctr {
 	s.ctrs[rec.ID] = ct
 	s.mu.Unlock()
 	s.publish(runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT, &rec)
-	go s.watch(ct, c.mon)
+	// A container to restore is watched once its restore made it.
+	if c.restore == nil {
+		go s.watch(ct, c.mon)
+	}
 	if nri {
 		s.opts.NRI.PostCreateContainer(ctx, ct.nriDescribe())
 	}

@@ -138,9 +138,17 @@ func (s *Service) start(ctx context.Context, c *ctr) error {
 	if !rec.Sandbox {
 		s.opts.Faults.Hit(faultpoint.StartBefore, rec.ID)
 	}
-	_, span := s.opts.Tracer.Start(ctx, "libcontainer start")
-	err := mon.Start(ctx, rec.ID)
-	tracing.End(span, err)
+	var pid int
+	var err error
+	if rec.Restore {
+		_, span := s.opts.Tracer.Start(ctx, "CRIU restore")
+		pid, err = s.restoreStart(ctx, mon, c, &rec)
+		tracing.End(span, err)
+	} else {
+		_, span := s.opts.Tracer.Start(ctx, "libcontainer start")
+		err = mon.Start(ctx, rec.ID)
+		tracing.End(span, err)
+	}
 	if err == nil && !rec.Sandbox {
 		s.opts.Faults.Hit(faultpoint.StartStarted, rec.ID)
 	}
@@ -154,6 +162,14 @@ func (s *Service) start(ctx context.Context, c *ctr) error {
 			s.publish(runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, &rec)
 		}
 		return fmt.Errorf("container %s: start: %w", rec.ID, err)
+	}
+	if pid > 0 {
+		c.rec.Pid, c.rec.PidStart = pid, procstate.StartTime(pid)
+		if c.isExited() {
+			// Stopped while CRIU restored it (stopUnrestored), or
+			// ended meanwhile, when the kill finds nothing to kill.
+			defer s.killRestored(ctx, mon, rec.ID)
+		}
 	}
 	if !c.isExited() {
 		c.rec.State = StateRunning
@@ -203,6 +219,10 @@ func (s *Service) stop(ctx context.Context, c *ctr, timeout time.Duration) error
 		return nil
 	}
 	rec := c.snapshot()
+	if restorePending(&rec) {
+		s.stopUnrestored(c)
+		return nil
+	}
 	mon := s.podProc(rec.PodID)
 	signal := func(sig syscall.Signal) error {
 		err := mon.Signal(ctx, rec.ID, sig)

@@ -29,7 +29,7 @@ func (s *Service) StartInfra(ctx context.Context, podID string, podCfg *runtimea
 			Seccomp:          psc.GetSeccomp(),
 		}},
 	}
-	c, err := s.create(ctx, podID, pod, cfg, podCfg, true)
+	c, err := s.create(ctx, podID, pod, cfg, podCfg, true, nil)
 	if err != nil {
 		return 0, err
 	}

@@ -54,6 +54,9 @@ type Record struct {
 	// the pod's): the pod sandbox owns it, and no CRI container call sees
 	// it.
 	Sandbox bool `json:"sandbox,omitempty"`
+	// Restore marks a container made from a checkpoint archive: its
+	// start restores the checkpointed process tree (restore.go).
+	Restore bool `json:"restore,omitempty"`
 }
 
 // ctr is one container in memory.

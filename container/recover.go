@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berth-runtime/berth/internal/procstate"
 	"github.com/berth-runtime/berth/monitor"
 	"github.com/berth-runtime/berth/monitor/pods"
 )
@@ -163,7 +164,9 @@ func (s *Service) reattach(ctx context.Context, mon pods.Client, podID string, c
 			continue
 		}
 		if silent {
-			go s.watch(c, mon)
+			if !restorePending(&rec) {
+				go s.watch(c, mon)
+			}
 			continue
 		}
 		sctx, cancel := context.WithTimeout(ctx, monitorAnswerTimeout)
@@ -175,13 +178,20 @@ func (s *Service) reattach(ctx context.Context, mon pods.Client, podID string, c
 			// stands, and the watcher learns the rest when it answers.
 			s.log.Warn("pod monitor does not answer: container state as recorded", "container", rec.ID, "pod", rec.PodID, "after", monitorAnswerTimeout)
 			silent = true
+		case restorePending(&rec) && monitor.IsCode(err, monitor.CodeNotFound):
+			// Made from a checkpoint, not restored yet: the pod's
+			// process learns of it at its start.
+			continue
 		case errors.Is(err, monitor.ErrUnreachable) || monitor.IsCode(err, monitor.CodeNotFound):
 			s.monitorGone(c)
 			continue
 		case err == nil && resp.State == monitor.StateRunning && rec.State == StateCreated:
-			// Started, but berth died before recording it.
+			// Started (or restored), but berth died before recording it.
 			c.mu.Lock()
 			c.rec.State = StateRunning
+			if c.rec.Pid == 0 {
+				c.rec.Pid, c.rec.PidStart = resp.Pid, procstate.StartTime(resp.Pid)
+			}
 			c.mu.Unlock()
 		}
 		go s.watch(c, mon)

@@ -41,7 +41,17 @@ const (
 	// runs it itself, not the pod's process: nothing of the pod's
 	// process takes part in it, and its result is a directory.
 	SpawnCheckpoint = "checkpoint"
+	// SpawnRestore creates the container of Dir's spec with its process
+	// tree restored by CRIU from Dir's RestoreDir (a checkpoint archive,
+	// extracted) instead of started: running when the helper answers,
+	// with the stdio asked for in place of the checkpointed process's.
+	SpawnRestore = "restore"
 )
+
+// RestoreDir, in a container's dir, holds the checkpoint archive a
+// SpawnRestore restores from, extracted (CRI-O's layout: CRIU's images
+// in its "checkpoint" directory), and CRIU's restore.log.
+const RestoreDir = "restore"
 
 // SpawnRequest is one helper run.
 type SpawnRequest struct {

@@ -304,6 +304,10 @@ type CreateRequest struct {
 	// TTY: the spec's process has a terminal; its master is the pod
 	// process's, output and input both.
 	TTY bool
+	// Restore: the process tree is restored by CRIU from Dir's
+	// checkpoint (monitor.RestoreDir), not started: it runs once Create
+	// returns, and takes no Start. No TTY.
+	Restore bool
 }
 
 // Create creates a container and returns its init's pid. A helper that
@@ -323,6 +327,9 @@ func (c *Client) Create(ctx context.Context, r *CreateRequest) (int, error) {
 	}
 	if r.TTY {
 		fl |= FlagTTY
+	}
+	if r.Restore {
+		fl |= FlagRestore
 	}
 	if fl != 0 {
 		f.u32(tagFlags, uint32(fl))

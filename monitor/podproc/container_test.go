@@ -412,6 +412,34 @@ func TestContainerCreateFailure(t *testing.T) {
 	}
 }
 
+// TestContainerRestoreFailure: a CREATE with the restore flag runs
+// berth-spawn's restore; one that fails (here: no checkpoint in the dir)
+// is answered with the helper's error and leaves nothing, the id free. A
+// restore with a terminal is refused before anything runs.
+func TestContainerRestoreFailure(t *testing.T) {
+	p := startCtrPod(t)
+	ctx := ctxT(t)
+	dir := p.spec("rst", &runtimeapi.ContainerConfig{Command: []string{"sh"}})
+	if _, err := p.c.Create(ctx, &CreateRequest{ID: "rst", Dir: dir, Restore: true, TTY: true}); !IsCode(err, CodeInvalid) || !strings.Contains(err.Error(), "terminal") {
+		t.Fatalf("restore with a terminal: %v", err)
+	}
+	_, err := p.c.Create(ctx, &CreateRequest{ID: "rst", Dir: dir, Restore: true})
+	if !IsCode(err, CodeFailed) || !strings.Contains(err.Error(), "rst: restore") {
+		t.Fatalf("restore without a checkpoint: %v", err)
+	}
+	t.Logf("restore without a checkpoint: %v", err)
+	if _, err := os.Stat(filepath.Join(p.root, "rst")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("state after a failed restore: %v", err)
+	}
+	if _, err := p.c.Status(ctx, "rst"); !IsCode(err, CodeNotFound) {
+		t.Fatalf("status after a failed restore: %v", err)
+	}
+	p.running("rst", &runtimeapi.ContainerConfig{Command: []string{"true"}})
+	if w, err := p.c.Wait(ctx, "rst"); err != nil || w.Exit.Code != 0 {
+		t.Fatalf("the id again: %+v %v", w, err)
+	}
+}
+
 // TestContainerTTYAndAttach: a container with a terminal, attached to:
 // input through the terminal, output from it, a resize, stdin-once
 // hanging it up.

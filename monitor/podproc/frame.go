@@ -119,7 +119,11 @@ const (
 	// FlagHostNet (RUN with a uid map): the process stays in the
 	// host's network namespace instead of one its user namespace owns.
 	FlagHostNet Flags = 512
-	flagAll     Flags = 1023
+	// FlagRestore (CREATE): the container's process tree is restored by
+	// CRIU from the checkpoint extracted in its dir (monitor.RestoreDir),
+	// running once made: no START.
+	FlagRestore Flags = 1024
+	flagAll     Flags = 2047
 )
 
 // Code is a response's outcome.

@@ -39,6 +39,11 @@ type Client interface {
 	// Create makes container id, blocked before its process runs, and
 	// returns its init's pid. tty: the spec's process has a terminal.
 	Create(ctx context.Context, id string, r *monitor.CreateRequest, tty bool) (int, error)
+	// Restore makes container id with its process tree restored by CRIU
+	// from the checkpoint extracted in r.Dir (monitor.RestoreDir),
+	// running when it returns, and returns its init's pid. Only the C pod
+	// process can (ErrNoRestore).
+	Restore(ctx context.Context, id string, r *monitor.CreateRequest) (int, error)
 	Start(ctx context.Context, id string) error
 	Signal(ctx context.Context, id string, sig syscall.Signal) error
 	// Wait returns once the exit is recorded.
@@ -119,6 +124,14 @@ func (j jsonClient) Create(ctx context.Context, id string, c *monitor.CreateRequ
 		return 0, err
 	}
 	return r.Pid, nil
+}
+
+// ErrNoRestore answers a restore in a pod whose process is the Go
+// monitor, which has no restore.
+var ErrNoRestore = errors.New("the pod's process (the Go monitor) cannot restore a checkpoint")
+
+func (j jsonClient) Restore(context.Context, string, *monitor.CreateRequest) (int, error) {
+	return 0, ErrNoRestore
 }
 
 func (j jsonClient) Start(ctx context.Context, id string) error {
@@ -344,6 +357,11 @@ func joinOrder(paths map[string]string) []string {
 
 func (c cClient) Create(ctx context.Context, id string, r *monitor.CreateRequest, tty bool) (int, error) {
 	pid, err := c.c.Create(ctx, &podproc.CreateRequest{ID: id, Dir: r.Dir, LogPath: r.LogPath, Stdin: r.Stdin, StdinOnce: r.StdinOnce, TTY: tty})
+	return pid, cErr(err)
+}
+
+func (c cClient) Restore(ctx context.Context, id string, r *monitor.CreateRequest) (int, error) {
+	pid, err := c.c.Create(ctx, &podproc.CreateRequest{ID: id, Dir: r.Dir, LogPath: r.LogPath, Stdin: r.Stdin, StdinOnce: r.StdinOnce, Restore: true})
 	return pid, cErr(err)
 }
 

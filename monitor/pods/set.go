@@ -127,6 +127,13 @@ func (s *Set) get(podID string) *proc {
 // Client is the pod's process's client.
 func (s *Set) Client(podID string) Client { return s.get(podID).client }
 
+// CanRestore tells whether the pod's process can restore a checkpoint:
+// the C pod process can, the Go monitor cannot.
+func (s *Set) CanRestore(podID string) bool {
+	_, ok := s.get(podID).client.(cClient)
+	return ok
+}
+
 // Silent tells whether the pod's process did not answer its adoption.
 func (s *Set) Silent(podID string) bool {
 	s.mu.Lock()

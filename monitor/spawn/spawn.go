@@ -3,8 +3,9 @@
 // links no libcontainer itself (the protocol is in package monitor,
 // spawnproto.go). A create or exec leaves its process running and exits
 // once the monitor holds it: the monitor, a child subreaper, inherits the
-// process when the helper exits. berth runs it too, for a checkpoint
-// (checkpoint.go), which starts no process.
+// process when the helper exits; a restore (restore.go) likewise, its
+// process restored by CRIU and running. berth runs it too, for a
+// checkpoint (checkpoint.go), which starts no process.
 package spawn
 
 import (
@@ -155,6 +156,8 @@ func run(r *monitor.SpawnRequest, fault *faultpoint.Point) *monitor.SpawnResult 
 		return create(r, spec, fault)
 	case monitor.SpawnExec:
 		return execute(r, spec, fault)
+	case monitor.SpawnRestore:
+		return restore(r, spec, fault)
 	case monitor.SpawnUpdate:
 		c, err := libcontainer.Load(r.Root, r.ID)
 		if err != nil {

@@ -113,7 +113,7 @@ struct proc {
 
 struct job {
 	int kind; /* EV_JOB */
-	int fd, ack, console, op, ours[3], nours, eof, pidfd, master, gone, status, plain;
+	int fd, ack, console, op, ours[3], nours, eof, pidfd, master, gone, status, plain, restore;
 	struct timespec finished; /* gone: its process ended, status, at finished */
 	pid_t helper, pid; /* helper: 0 once reaped; pid: the process it made */
 	long long deadline;
@@ -690,7 +690,8 @@ static struct job *spawn(int op, const char *id, const char *dir, const int *the
 	FILE *f = in < 0 ? NULL : fdopen(fcntl(in, F_DUPFD_CLOEXEC, 0), "w");
 	if (j == NULL || f == NULL)
 		goto fail;
-	fprintf(f, "{\"op\":\"%s\",\"format\":\"lines\",\"systemd\":%s", ops[op], systemd ? "true" : "false");
+	fprintf(f, "{\"op\":\"%s\",\"format\":\"lines\",\"systemd\":%s", op == J_CREATE && (fl & PP_FL_RESTORE) ? "restore" : ops[op],
+		systemd ? "true" : "false");
 	jstr(f, "root", root);
 	jstr(f, "id", id);
 	if (dir != NULL)
@@ -915,7 +916,8 @@ static void created(struct job *j, struct proc *p, struct conn *c)
 {
 	p->pid = j->pid;
 	p->pidfd = j->pidfd;
-	p->state = PP_S_CREATED;
+	/* A restored process tree runs already: there is no fifo to open. */
+	p->state = j->restore ? PP_S_RUNNING : PP_S_CREATED;
 	p->cgroup = j->memcg != NULL ? strdup(j->memcg) : NULL;
 	oom_watch(p);
 	/* Its cgroups, for plain_destroy, each "cgroup DIR" line as
@@ -935,7 +937,7 @@ static void created(struct job *j, struct proc *p, struct conn *c)
 		if (w->flags) /* a STATUS that waited for the create */
 			answer_state(w, p);
 	}
-	logmsg("podproc %s: created %s (pid %d)", pod, p->id, (int)p->pid);
+	logmsg("podproc %s: %s %s (pid %d)", pod, j->restore ? "restored" : "created", p->id, (int)p->pid);
 	if (c != NULL) {
 		answer_pid(c, p->pid, NULL, 0);
 		conn_close(c);
@@ -1399,8 +1401,10 @@ static int create_exec(struct conn *c, struct proc *ctr)
 {
 	int theirs[3] = {-1, -1, -1}, console = -1, nt, op = ctr == NULL ? J_CREATE : J_EXEC;
 	uint32_t fl = msg.flags;
+	if (op == J_CREATE && (fl & PP_FL_RESTORE) && (fl & PP_FL_TTY))
+		return fail(c, PP_C_INVALID, "%s: a restore has no terminal", msg.id);
 	if (op == J_CREATE)
-		fl = (fl & PP_FL_TTY) ? PP_FL_TTY : (fl & PP_FL_STDIN) | PP_FL_STDOUT | PP_FL_STDERR;
+		fl = ((fl & PP_FL_TTY) ? PP_FL_TTY : (fl & PP_FL_STDIN) | PP_FL_STDOUT | PP_FL_STDERR) | (fl & PP_FL_RESTORE);
 	struct proc *p = proc_new(op == J_CREATE ? K_CTR : K_EXEC, msg.id, op == J_CREATE ? msg.dir : NULL);
 	struct job *j = NULL;
 	if (p == NULL)
@@ -1418,6 +1422,7 @@ static int create_exec(struct conn *c, struct proc *ctr)
 	}
 	close_all(theirs, 3);
 	j->console = console;
+	j->restore = (fl & PP_FL_RESTORE) != 0;
 	j->c = c;
 	j->p = p;
 	c->mode = M_HELD;

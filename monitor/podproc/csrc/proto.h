@@ -85,7 +85,8 @@ enum {
 	PP_FL_NEWPID = 128,
 	PP_FL_SYNC = 256,    /* RUN: fd 3 a pipe, whose read end berth gets */
 	PP_FL_HOSTNET = 512, /* RUN with a uid map: no network namespace of its own */
-	PP_FL_ALL = 1023,
+	PP_FL_RESTORE = 1024, /* CREATE: restored by CRIU from dir's checkpoint, running once made */
+	PP_FL_ALL = 2047,
 };
 
 /* Response codes, numbered from 0 in this order. */

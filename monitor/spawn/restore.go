@@ -1,0 +1,66 @@
+package spawn
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/opencontainers/runc/libcontainer"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/berth-runtime/berth/internal/faultpoint"
+	"github.com/berth-runtime/berth/monitor"
+)
+
+// restore makes the container of the spec and has CRIU restore the
+// checkpointed process tree into it, in place of a new init. The process
+// runs when this returns; with libcontainer's "restore sibling" it is
+// this helper's child, so it becomes the pod process's (a child
+// subreaper) once the helper exits, as a created init does.
+//
+// The namespaces the spec joins by path (the new pod's network, IPC and
+// UTS namespaces) are joined, not restored: libcontainer dumped the
+// network namespace as external and passes the new one in its place. The
+// checkpointed stdio pipes (descriptors.json) are replaced by the stdio
+// the pod process passed, so the output goes to its log pipes.
+func restore(r *monitor.SpawnRequest, spec *specs.Spec, fault *faultpoint.Point) *monitor.SpawnResult {
+	fail := func(err error) *monitor.SpawnResult {
+		return &monitor.SpawnResult{Error: fmt.Sprintf("container %s: restore: %v", r.ID, err)}
+	}
+	if r.Dir == "" || r.TTY {
+		return fail(fmt.Errorf("no container dir, or a terminal (a restore has pipes only)"))
+	}
+	cfg, err := libcontainerConfig(r, spec)
+	if err != nil {
+		return fail(fmt.Errorf("libcontainer config: %w", err))
+	}
+	if cfg.Rlimits, err = rlimits(spec.Process); err != nil {
+		return fail(err)
+	}
+	c, err := libcontainer.Create(r.Root, r.ID, cfg)
+	if err != nil {
+		return fail(fmt.Errorf("create: %w", err))
+	}
+	fault.Hit(PointCreated, r.ID)
+	p := process(spec.Process, spec.Process.Args)
+	p.Init = true
+	stdio(r, p)
+	work := filepath.Join(r.Dir, monitor.RestoreDir)
+	opts := &libcontainer.CriuOpts{ImagesDirectory: filepath.Join(work, "checkpoint"), WorkDirectory: work}
+	if err := c.Restore(p, opts); err != nil {
+		// What CRIU restored so far is killed with the cgroup, and the
+		// state dir would block a retry.
+		c.Destroy()
+		return fail(err)
+	}
+	pid, err := p.Pid()
+	if err != nil {
+		c.Destroy()
+		return fail(err)
+	}
+	res := &monitor.SpawnResult{Pid: pid, Plain: plainDestroy(r, spec)}
+	if st, err := c.State(); err == nil {
+		res.Cgroups = st.CgroupPaths
+	}
+	fault.Hit(PointStarted, r.ID)
+	return res
+}
