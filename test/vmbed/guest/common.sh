@@ -58,7 +58,7 @@ check_leftovers() {
 	[[ -n "$(ls -A /run/netns 2>/dev/null)" ]] && { log "network namespaces left"; bad=1; }
 	[[ -n "$(find /sys/fs/cgroup -name '*berth*' ! -name 'berth-vm-job*')" ]] && { log "cgroups left"; bad=1; }
 	ps -eo args= | grep -E "berth|${LEFTOVER_PROCS:-sleep}" | grep -qvE 'grep|berth-vm-job' && { log "processes left"; bad=1; }
-	iptables-save | grep -E -- '-A CNI-[0-9a-f]{20,}|-A CNI-HOSTPORT|-A CNI-DN' && { log "pod iptables rules left"; bad=1; }
+	iptables-save | grep -E -- '-A CNI-[0-9a-f]{20,}|-A CNI-DN-|-A CNI-HOSTPORT-DNAT ' && { log "pod iptables rules left"; bad=1; }
 	((bad == 0)) || fail "the purge left pieces of pods (see leftovers.txt)"
 }
 
