@@ -29,21 +29,10 @@ func restore(r *monitor.SpawnRequest, spec *specs.Spec, fault *faultpoint.Point)
 	if r.Dir == "" || r.TTY {
 		return fail(fmt.Errorf("no container dir, or a terminal (a restore has pipes only)"))
 	}
-	cfg, err := libcontainerConfig(r, spec)
+	c, p, err := newContainer(r, spec, fault)
 	if err != nil {
-		return fail(fmt.Errorf("libcontainer config: %w", err))
-	}
-	if cfg.Rlimits, err = rlimits(spec.Process); err != nil {
 		return fail(err)
 	}
-	c, err := libcontainer.Create(r.Root, r.ID, cfg)
-	if err != nil {
-		return fail(fmt.Errorf("create: %w", err))
-	}
-	fault.Hit(PointCreated, r.ID)
-	p := process(spec.Process, spec.Process.Args)
-	p.Init = true
-	stdio(r, p)
 	work := filepath.Join(r.Dir, monitor.RestoreDir)
 	opts := &libcontainer.CriuOpts{ImagesDirectory: filepath.Join(work, "checkpoint"), WorkDirectory: work}
 	if err := c.Restore(p, opts); err != nil {

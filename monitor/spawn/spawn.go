@@ -241,25 +241,36 @@ func stdio(r *monitor.SpawnRequest, p *libcontainer.Process) {
 	}
 }
 
-func create(r *monitor.SpawnRequest, spec *specs.Spec, fault *faultpoint.Point) *monitor.SpawnResult {
-	fail := func(err error) *monitor.SpawnResult {
-		return &monitor.SpawnResult{Error: fmt.Sprintf("container %s: %v", r.ID, err)}
-	}
+// newContainer makes the libcontainer container of r and its init
+// process, with r's stdio, not yet started: what create starts and
+// restore restores.
+func newContainer(r *monitor.SpawnRequest, spec *specs.Spec, fault *faultpoint.Point) (*libcontainer.Container, *libcontainer.Process, error) {
 	cfg, err := libcontainerConfig(r, spec)
 	if err != nil {
-		return fail(fmt.Errorf("libcontainer config: %w", err))
+		return nil, nil, fmt.Errorf("libcontainer config: %w", err)
 	}
 	if cfg.Rlimits, err = rlimits(spec.Process); err != nil {
-		return fail(err)
+		return nil, nil, err
 	}
 	c, err := libcontainer.Create(r.Root, r.ID, cfg)
 	if err != nil {
-		return fail(fmt.Errorf("create: %w", err))
+		return nil, nil, fmt.Errorf("create: %w", err)
 	}
 	fault.Hit(PointCreated, r.ID)
 	p := process(spec.Process, spec.Process.Args)
 	p.Init = true
 	stdio(r, p)
+	return c, p, nil
+}
+
+func create(r *monitor.SpawnRequest, spec *specs.Spec, fault *faultpoint.Point) *monitor.SpawnResult {
+	fail := func(err error) *monitor.SpawnResult {
+		return &monitor.SpawnResult{Error: fmt.Sprintf("container %s: %v", r.ID, err)}
+	}
+	c, p, err := newContainer(r, spec, fault)
+	if err != nil {
+		return fail(err)
+	}
 	if err := c.Start(p); err != nil {
 		// A failed start leaves a state dir that would block the next
 		// create with this id.
