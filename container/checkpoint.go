@@ -113,19 +113,28 @@ func (s *Service) Checkpoint(ctx context.Context, id, location string, timeout t
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if err := s.checkpointTo(ctx, c, &rec, location); err != nil {
+		return err
+	}
+	s.log.Info("container checkpointed", "container", rec.ID, "location", location)
+	return nil
+}
+
+// checkpointTo dumps the container in a work directory under berth's
+// root and writes its archive at location.
+func (s *Service) checkpointTo(ctx context.Context, c *ctr, rec *Record, location string) error {
 	work, err := os.MkdirTemp(s.checkpoints, rec.ID+"-")
 	if err != nil {
 		return fmt.Errorf("container %s: checkpoint: %w", rec.ID, err)
 	}
 	// work is the directory MkdirTemp just made under berth's root.
 	defer os.RemoveAll(work)
-	if err := s.dump(ctx, &rec, work); err != nil {
+	if err := s.dump(ctx, rec, work); err != nil {
 		return err
 	}
-	if err := s.writeCheckpoint(c, &rec, work, location); err != nil {
+	if err := s.writeCheckpoint(c, rec, work, location); err != nil {
 		return fmt.Errorf("container %s: checkpoint: %w", rec.ID, err)
 	}
-	s.log.Info("container checkpointed", "container", rec.ID, "location", location)
 	return nil
 }
 

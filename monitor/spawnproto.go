@@ -46,6 +46,11 @@ const (
 	// extracted) instead of started: running when the helper answers,
 	// with the stdio asked for in place of the checkpointed process's.
 	SpawnRestore = "restore"
+	// SpawnPause and SpawnResume freeze and thaw the container's cgroup,
+	// for a pod checkpoint: every container of the cut is frozen before
+	// the first is dumped, and thawed after the last.
+	SpawnPause  = "pause"
+	SpawnResume = "resume"
 )
 
 // RestoreDir, in a container's dir, holds the checkpoint archive a

@@ -27,6 +27,9 @@ type Containers interface {
 	// Checkpoint writes a checkpoint archive at location; timeout 0 is
 	// the service's default.
 	Checkpoint(ctx context.Context, id, location string, timeout time.Duration) error
+	// CheckpointPod writes a checkpoint of the pod's containers ids into
+	// the empty directory dir.
+	CheckpointPod(ctx context.Context, podID, dir string, ids []string) error
 }
 
 var errNoContainers = status.Error(codes.Unimplemented, "containers are not enabled in this server")

@@ -153,6 +153,12 @@ func (f fuzzContainers) Checkpoint(_ context.Context, id, location string, timeo
 	}
 	return f.found(id, container.ErrNotFound)
 }
+func (f fuzzContainers) CheckpointPod(_ context.Context, podID, dir string, ids []string) error {
+	if podID == "" {
+		f.t.Fatal("CheckpointPod accepted an empty pod_sandbox_id")
+	}
+	return f.found(podID, container.ErrNotFound)
+}
 
 // fuzzImages is the image service.
 type fuzzImages struct{ fuzzServices }
@@ -249,6 +255,8 @@ var fuzzRPCs = []fuzzRPC{
 	rpc("CheckpointContainer", func() *runtimeapi.CheckpointContainerRequest {
 		return &runtimeapi.CheckpointContainerRequest{}
 	}, (*Server).CheckpointContainer),
+	rpc("CheckpointPod", func() *runtimeapi.CheckpointPodRequest { return &runtimeapi.CheckpointPodRequest{} }, (*Server).CheckpointPod),
+	rpc("RestorePod", func() *runtimeapi.RestorePodRequest { return &runtimeapi.RestorePodRequest{} }, (*Server).RestorePod),
 }
 
 // FuzzRequest decodes fuzzed bytes as the request of one RPC (chosen by
@@ -289,6 +297,10 @@ func FuzzRequest(f *testing.F) {
 			HugepageLimits: []*runtimeapi.HugepageLimit{{PageSize: "2MB", Limit: 1}},
 		}},
 		"CheckpointContainer": &runtimeapi.CheckpointContainerRequest{ContainerId: fuzzLiveID, Location: "rel/ckpt.tar", Timeout: -3},
+		"CheckpointPod":       &runtimeapi.CheckpointPodRequest{PodSandboxId: fuzzLiveID, OutputPath: "/nonexistent/ckpt", ContainerIds: []string{fuzzLiveID, fuzzLiveID}, Options: map[string]string{"k": "v"}},
+		"RestorePod": &runtimeapi.RestorePodRequest{CheckpointPath: "/nonexistent/ckpt", Config: &runtimeapi.PodSandboxConfig{
+			Metadata: &runtimeapi.PodSandboxMetadata{Name: "p", Namespace: "default", Uid: "u2"},
+		}, ContainerConfigs: []*runtimeapi.ContainerConfig{{Metadata: &runtimeapi.ContainerMetadata{Name: "c"}, Image: &runtimeapi.ImageSpec{Image: "busybox"}}}},
 		"UpdateRuntimeConfig": &runtimeapi.UpdateRuntimeConfigRequest{RuntimeConfig: &runtimeapi.RuntimeConfig{NetworkConfig: &runtimeapi.NetworkConfig{PodCidr: "10.0.0.0/24"}}},
 	}
 	for i, r := range fuzzRPCs {

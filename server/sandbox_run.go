@@ -18,27 +18,35 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	if s.sandboxes == nil {
 		return nil, errNoSandboxes
 	}
-	if err := validatePodSandboxConfig(req.GetConfig()); err != nil {
+	if err := s.checkPodSandbox(req.GetConfig(), req.GetRuntimeHandler()); err != nil {
 		return nil, err
 	}
-	handler := req.GetRuntimeHandler()
-	rt, ok := s.cfg.Handler(handler)
-	if !ok {
-		return nil, invalidf("runtime_handler %q is not configured: this berth's handlers are %s (the config's [runtimes] tables)", handler, s.knownHandlers())
-	}
-	if u := req.GetConfig().GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions(); u != nil && u.GetMode() == runtimeapi.NamespaceMode_POD {
-		if !s.userns {
-			return nil, status.Error(codes.Unimplemented, "config.linux.security_context.namespace_options.userns_options: user namespaces are not supported by this berth (its log at start says why)")
-		}
-		if rt.DisableUserNamespaces {
-			return nil, status.Errorf(codes.Unimplemented, "config.linux.security_context.namespace_options.userns_options: runtime handler %q has user namespaces disabled (disable_user_namespaces)", handler)
-		}
-	}
-	id, err := s.sandboxes.Run(ctx, req.GetConfig(), handler)
+	id, err := s.sandboxes.Run(ctx, req.GetConfig(), req.GetRuntimeHandler())
 	if err != nil {
 		return nil, rpcError(err)
 	}
 	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: id}, nil
+}
+
+// checkPodSandbox refuses a pod config, and a handler for it, that
+// berth cannot run (RunPodSandbox, RestorePod).
+func (s *Server) checkPodSandbox(cfg *runtimeapi.PodSandboxConfig, handler string) error {
+	if err := validatePodSandboxConfig(cfg); err != nil {
+		return err
+	}
+	rt, ok := s.cfg.Handler(handler)
+	if !ok {
+		return invalidf("runtime_handler %q is not configured: this berth's handlers are %s (the config's [runtimes] tables)", handler, s.knownHandlers())
+	}
+	if u := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions(); u != nil && u.GetMode() == runtimeapi.NamespaceMode_POD {
+		if !s.userns {
+			return status.Error(codes.Unimplemented, "config.linux.security_context.namespace_options.userns_options: user namespaces are not supported by this berth (its log at start says why)")
+		}
+		if rt.DisableUserNamespaces {
+			return status.Errorf(codes.Unimplemented, "config.linux.security_context.namespace_options.userns_options: runtime handler %q has user namespaces disabled (disable_user_namespaces)", handler)
+		}
+	}
+	return nil
 }
 
 // knownHandlers names the handlers RunPodSandbox accepts, for its error.

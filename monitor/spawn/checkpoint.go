@@ -35,7 +35,9 @@ func checkpoint(r *monitor.SpawnRequest) *monitor.SpawnResult {
 	if err != nil {
 		return fail(err)
 	}
-	if st != libcontainer.Running {
+	// Paused: a pod checkpoint freezes all its containers first; CRIU
+	// finds the cgroup frozen and leaves it so.
+	if st != libcontainer.Running && st != libcontainer.Paused {
 		return fail(fmt.Errorf("container is %s, not running", st))
 	}
 	opts := &libcontainer.CriuOpts{
@@ -49,6 +51,27 @@ func checkpoint(r *monitor.SpawnRequest) *monitor.SpawnResult {
 	// CRIU's post-dump notification marks the state dir as checkpointed,
 	// which is for a container that a dump stopped; this one runs on.
 	if err := os.Remove(filepath.Join(r.Root, r.ID, "checkpoint")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fail(err)
+	}
+	return &monitor.SpawnResult{}
+}
+
+// freeze freezes (SpawnPause) or thaws (SpawnResume) the container's
+// cgroup through libcontainer, which knows the driver and the version.
+func freeze(r *monitor.SpawnRequest) *monitor.SpawnResult {
+	fail := func(err error) *monitor.SpawnResult {
+		return &monitor.SpawnResult{Error: fmt.Sprintf("container %s: %s: %v", r.ID, r.Op, err)}
+	}
+	c, err := libcontainer.Load(r.Root, r.ID)
+	if err != nil {
+		return fail(err)
+	}
+	if r.Op == monitor.SpawnPause {
+		err = c.Pause()
+	} else {
+		err = c.Resume()
+	}
+	if err != nil {
 		return fail(err)
 	}
 	return &monitor.SpawnResult{}

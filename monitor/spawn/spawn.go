@@ -133,6 +133,8 @@ func run(r *monitor.SpawnRequest, fault *faultpoint.Point) *monitor.SpawnResult 
 		return &monitor.SpawnResult{}
 	case monitor.SpawnCheckpoint:
 		return checkpoint(r)
+	case monitor.SpawnPause, monitor.SpawnResume:
+		return freeze(r)
 	}
 	spec := r.Spec
 	if spec == nil {
