@@ -49,16 +49,12 @@ func TestCheckLocation(t *testing.T) {
 	}
 }
 
-// tarEntries are the names and contents (regular files) of a tar.
-func tarEntries(t *testing.T, r io.Reader) map[string]string {
+// tarContents are the names and contents (regular files) of a tar.
+func tarContents(t *testing.T, r io.Reader) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	tr := tar.NewReader(r)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return out
-		}
+	for h, err := range tarEntries(tr) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,6 +69,7 @@ func tarEntries(t *testing.T, r io.Reader) map[string]string {
 			out[h.Name] = string(data)
 		}
 	}
+	return out
 }
 
 func TestWriteRootfsDiff(t *testing.T) {
@@ -114,7 +111,7 @@ func TestWriteRootfsDiff(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	got := tarEntries(t, f)
+	got := tarContents(t, f)
 	want := map[string]string{"data/": "", "data/sub/": "", "data/sub/f": "written", "etc/": "", "link": "-> /data/sub/f", "hostetc": "-> /etc", "fifo": ""}
 	if len(got) != len(want) {
 		t.Errorf("rootfs diff holds %v, want %v", got, want)
@@ -185,7 +182,7 @@ func TestWriteArchive(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			got := tarEntries(t, f)
+			got := tarContents(t, f)
 			want := map[string]string{
 				specDump: `{"ociVersion":"1"}`, configDump: `{"id":"c"}`, "checkpoint/": "",
 				"checkpoint/inventory.img": "inv", "checkpoint/pages-1.img": "pages", dumpLog: "log", rootfsDiff: "tar",

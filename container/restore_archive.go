@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 	"path"
 	"path/filepath"
@@ -74,11 +75,7 @@ func inspectArchive(location string) (*checkpointConfig, error) {
 func scanArchive(tr *tar.Reader) (*checkpointConfig, error) {
 	var cfg *checkpointConfig
 	seen := map[string]bool{}
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
+	for h, err := range tarEntries(tr) {
 		if err != nil {
 			return nil, fmt.Errorf("not a tar archive: %w", err)
 		}
@@ -152,11 +149,7 @@ func readDeletedFiles(r io.Reader) ([]string, error) {
 // scanRootfsDiff checks rootfs-diff.tar: names inside the rootfs, hard
 // links to names inside it, kinds a layer holds.
 func scanRootfsDiff(tr *tar.Reader) error {
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
+	for h, err := range tarEntries(tr) {
 		if err != nil {
 			return err
 		}
@@ -173,6 +166,7 @@ func scanRootfsDiff(tr *tar.Reader) error {
 			return fmt.Errorf("entry %q: type %q is not one a layer holds", h.Name, h.Typeflag)
 		}
 	}
+	return nil
 }
 
 // extractArchive extracts the checkpoint archive at location (checked by
@@ -185,11 +179,7 @@ func extractArchive(location, dst string) error {
 	}
 	defer f.Close()
 	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
+	for h, err := range tarEntries(tr) {
 		if err != nil {
 			return err
 		}
@@ -210,6 +200,7 @@ func extractArchive(location, dst string) error {
 			return err
 		}
 	}
+	return nil
 }
 
 // extractFile writes r to a new file at target, its parents made.
@@ -288,11 +279,7 @@ func inRootfs(rootfs, name string) (string, error) {
 
 // applyRootfsDiff writes the entries of a layer's tar into rootfs.
 func applyRootfsDiff(rootfs string, tr *tar.Reader) error {
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
+	for h, err := range tarEntries(tr) {
 		if err != nil {
 			return err
 		}
@@ -302,6 +289,20 @@ func applyRootfsDiff(rootfs string, tr *tar.Reader) error {
 		}
 		if err := applyEntry(rootfs, target, h, tr); err != nil {
 			return fmt.Errorf("%s: %w", h.Name, err)
+		}
+	}
+	return nil
+}
+
+// tarEntries yields a tar's headers in order, each entry's content then
+// read from tr, and the error that ends it early: nothing at its end.
+func tarEntries(tr *tar.Reader) iter.Seq2[*tar.Header, error] {
+	return func(yield func(*tar.Header, error) bool) {
+		for {
+			h, err := tr.Next()
+			if errors.Is(err, io.EOF) || !yield(h, err) || err != nil {
+				return
+			}
 		}
 	}
 }
