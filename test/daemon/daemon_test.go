@@ -381,13 +381,15 @@ func TestStatusNetworkReady(t *testing.T) {
 	}
 }
 
+// TestUnimplementedRPC: a method of a CRI newer than berth's answers
+// Unimplemented, which is what the kubelet looks for to fall back.
 func TestUnimplementedRPC(t *testing.T) {
 	t.Parallel()
 	d := framework.StartDaemon(t)
 	ctx := framework.Ctx(t)
-	_, err := d.Runtime.CheckpointPod(ctx, &runtimeapi.CheckpointPodRequest{PodSandboxId: "x"})
+	err := d.Conn.Invoke(ctx, "/runtime.v1.RuntimeService/FromANewerCRI", &runtimeapi.VersionRequest{}, &runtimeapi.VersionResponse{})
 	if status.Code(err) != codes.Unimplemented {
-		t.Errorf("CheckpointPod: %v, want Unimplemented", err)
+		t.Errorf("an unknown method: %v, want Unimplemented", err)
 	}
 }
 
@@ -414,8 +416,8 @@ func TestMetrics(t *testing.T) {
 	if _, err := d.Runtime.RuntimeConfig(ctx, &runtimeapi.RuntimeConfigRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Runtime.CheckpointPod(ctx, &runtimeapi.CheckpointPodRequest{}); status.Code(err) != codes.Unimplemented {
-		t.Fatalf("CheckpointPod: %v, want Unimplemented", err)
+	if _, err := d.Runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: "gone"}); status.Code(err) != codes.NotFound {
+		t.Fatalf("ContainerStatus of an unknown container: %v, want NotFound", err)
 	}
 
 	resp, err := http.Get("http://" + addr + "/metrics")
@@ -429,9 +431,9 @@ func TestMetrics(t *testing.T) {
 	}
 	text := string(body)
 	for series, want := range map[string]float64{
-		`berth_cri_requests_total{code="OK",method="RuntimeConfig",service="RuntimeService"}`:            1,
-		`berth_cri_requests_total{code="Unimplemented",method="CheckpointPod",service="RuntimeService"}`: 1,
-		`berth_cri_request_duration_seconds_count{method="RuntimeConfig",service="RuntimeService"}`:      1,
+		`berth_cri_requests_total{code="OK",method="RuntimeConfig",service="RuntimeService"}`:         1,
+		`berth_cri_requests_total{code="NotFound",method="ContainerStatus",service="RuntimeService"}`: 1,
+		`berth_cri_request_duration_seconds_count{method="RuntimeConfig",service="RuntimeService"}`:   1,
 	} {
 		if got, ok := sample(text, series); !ok || got != want {
 			t.Errorf("%s = %v (present %v), want %v", series, got, ok, want)
