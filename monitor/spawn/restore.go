@@ -46,6 +46,15 @@ func restore(r *monitor.SpawnRequest, spec *specs.Spec, fault *faultpoint.Point)
 		c.Destroy()
 		return fail(err)
 	}
+	// A pod checkpoint froze the container before CRIU dumped it, and
+	// CRIU may bring the freezer's state back with the cgroup: a restored
+	// container runs.
+	if st, err := c.Status(); err == nil && st == libcontainer.Paused {
+		if err := c.Resume(); err != nil {
+			c.Destroy()
+			return fail(fmt.Errorf("thaw: %w", err))
+		}
+	}
 	res := &monitor.SpawnResult{Pid: pid, Plain: plainDestroy(r, spec)}
 	if st, err := c.State(); err == nil {
 		res.Cgroups = st.CgroupPaths
