@@ -13,6 +13,9 @@ import (
 // hostState is what a kind cluster adds to the host: Docker objects,
 // mounts, iptables rules and processes. `kind delete cluster` (and the
 // removal of the kind network the test made) must take all of it away.
+// Mounts and rules are Docker's only: under its directories, of its
+// chains and bridges. hack/test runs the other packages beside this one,
+// and their pods' mounts and CNI rules come and go meanwhile.
 type hostState struct {
 	containers, networks, volumes []string
 	mounts                        []string
@@ -29,12 +32,13 @@ func snapshotHost(t *testing.T) hostState {
 		}
 		return sortedFields(out)
 	}
+	dirs := dockerDirs(t)
 	return hostState{
 		containers: lines("ps", "-a", "--format", "{{.Names}}"),
 		networks:   lines("network", "ls", "--format", "{{.Name}}"),
 		volumes:    lines("volume", "ls", "--format", "{{.Name}}"),
-		mounts:     mountPoints(t),
-		rules:      iptablesRules(t),
+		mounts:     slices.DeleteFunc(mountPoints(t), func(m string) bool { return !dockerMount(m, dirs) }),
+		rules:      slices.DeleteFunc(iptablesRules(t), func(r string) bool { return !dockerRule.MatchString(r) }),
 		shims:      shimProcesses(),
 	}
 }
@@ -62,6 +66,34 @@ func mountPoints(t *testing.T) []string {
 	slices.Sort(m)
 	return m
 }
+
+// dockerDirs are where Docker's mounts live: its data root (container
+// roots, volumes, and what a node's shared mounts propagate there), the
+// exec roots of hack/dockerd's daemon and of a system one (network
+// namespaces).
+func dockerDirs(t *testing.T) []string {
+	t.Helper()
+	out, err := run(time.Minute, "", "docker", "info", "--format", "{{.DockerRootDir}}")
+	if err != nil || strings.TrimSpace(out) == "" {
+		t.Fatalf("docker info: %v\n%s", err, out)
+	}
+	return []string{strings.TrimSpace(out), "/run/berth-dockerd", "/run/docker", "/var/run/docker"}
+}
+
+// dockerMount tells whether the mount point is under one of dirs.
+func dockerMount(point string, dirs []string) bool {
+	for _, d := range dirs {
+		if point == d || strings.HasPrefix(point, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// dockerRule matches the iptables lines Docker makes: its chains, and
+// the rules of a network's bridge (br- and the network id's first 12
+// hex digits; berth's CNI bridges are named otherwise).
+var dockerRule = regexp.MustCompile(`DOCKER|\bbr-[0-9a-f]{12}\b`)
 
 var counters = regexp.MustCompile(`^\[\d+:\d+\] `)
 
@@ -135,4 +167,37 @@ func added(before, after []string) []string {
 		}
 	}
 	return a
+}
+
+// TestHostStateFilters: the leak check sees what Docker and a kind
+// cluster leave, and nothing of the pods other packages run meanwhile.
+func TestHostStateFilters(t *testing.T) {
+	dirs := []string{"/var/cache/berth-dev/docker", "/run/berth-dockerd", "/run/docker", "/var/run/docker"}
+	for point, want := range map[string]bool{
+		"/var/cache/berth-dev/docker/overlay2/0123/merged":                      true,
+		"/var/cache/berth-dev/docker/volumes/0123/_data/lib/kubelet/pods/x/vol": true,
+		"/run/berth-dockerd/netns/abc":                                          true,
+		"/run/docker/netns/abc":                                                 true,
+		"/var/cache/berth-dev/docker-other":                                     false,
+		"/run/berth/netns/cni-1234":                                             false,
+		"/tmp/berth-e2e-1/root/containers/0123/rootfs":                          false,
+		"/": false,
+	} {
+		if got := dockerMount(point, dirs); got != want {
+			t.Errorf("dockerMount(%q) = %v, want %v", point, got, want)
+		}
+	}
+	for rule, want := range map[string]bool{
+		"nat -A DOCKER -d 127.0.0.1/32 ! -i br-4f3c2a1b0d9e -p tcp -m tcp --dport 41235 -j DNAT --to-destination 172.18.0.2:6443": true,
+		"filter -A FORWARD -o br-4f3c2a1b0d9e -j DOCKER":                         true,
+		"nat -A POSTROUTING -s 172.18.0.0/16 ! -o br-4f3c2a1b0d9e -j MASQUERADE": true,
+		"filter :DOCKER-USER - ":                                                 true,
+		"nat -A POSTROUTING -s 10.88.0.7/32 -m comment --comment \"name: berth id: 0123\" -j CNI-0a1b2c3d4e5f60718293a4b5": false,
+		"filter -A FORWARD -i berth0 -j ACCEPT":                                                      false,
+		"nat -A CNI-HOSTPORT-DNAT -p tcp -m tcp --dport 18080 -j DNAT --to-destination 10.88.0.7:80": false,
+	} {
+		if got := dockerRule.MatchString(rule); got != want {
+			t.Errorf("dockerRule matches %q: %v, want %v", rule, got, want)
+		}
+	}
 }
