@@ -113,6 +113,14 @@ func (s *Service) Checkpoint(ctx context.Context, id, location string, timeout t
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	// Frozen from before the dump until its writable layer is read: a
+	// file the container rewrites meanwhile would change under the tar
+	// writer, and the layer would not be the memory's.
+	thaw, err := s.freeze(ctx, []Record{rec})
+	defer thaw()
+	if err != nil {
+		return fmt.Errorf("container %s: checkpoint: %w", rec.ID, err)
+	}
 	if err := s.checkpointTo(ctx, c, &rec, location); err != nil {
 		return err
 	}

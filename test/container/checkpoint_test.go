@@ -81,7 +81,7 @@ func TestCheckpointContainer(t *testing.T) {
 		if err != nil {
 			t.Fatalf("CheckpointContainer: %v", err)
 		}
-		checkArchive(t, location, id)
+		checkArchive(t, location, id, "ticker")
 	} else {
 		if status.Code(err) != codes.Unknown || status.Convert(err).Message() != "checkpoint/restore support not available" {
 			t.Fatalf("CheckpointContainer without a working CRIU: %v, want Unknown %q", err, "checkpoint/restore support not available")
@@ -107,10 +107,10 @@ func TestCheckpointContainer(t *testing.T) {
 	}
 }
 
-// checkArchive checks the checkpoint archive of container id: what the
-// kubelet's e2e test wants (spec.dump, config.dump,
+// checkArchive checks the checkpoint archive of container id, named
+// name: what the kubelet's e2e test wants (spec.dump, config.dump,
 // checkpoint/inventory.img) and the rest of CRI-O's layout.
-func checkArchive(t *testing.T, location, id string) {
+func checkArchive(t *testing.T, location, id, name string) {
 	t.Helper()
 	f, err := os.Open(location)
 	if err != nil {
@@ -138,7 +138,7 @@ func checkArchive(t *testing.T, location, id string) {
 	var cfg struct {
 		ID, Name string
 	}
-	if err := json.Unmarshal(files["config.dump"], &cfg); err != nil || cfg.ID != id || cfg.Name != "ticker" {
+	if err := json.Unmarshal(files["config.dump"], &cfg); err != nil || cfg.ID != id || cfg.Name != name {
 		t.Errorf("config.dump: %s (%v)", files["config.dump"], err)
 	}
 	var spec struct {

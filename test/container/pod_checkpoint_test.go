@@ -90,25 +90,29 @@ func TestCheckpointPod(t *testing.T) {
 		return
 	}
 
+	// The old pod runs on until the end: its network namespace's inode
+	// number, freed, could come back as the new pod's.
 	_, pausePid := e.podStatus(pod)
 	oldNetNS := nsOf(t, pausePid, "net")
+	last := map[string]int{}
+	for name, id := range map[string]string{"a": a, "b": b} {
+		seen := ticks(logText(t, e.status(id).LogPath))
+		last[name] = seen[len(seen)-1]
+	}
 	start := time.Now()
 	if err := checkpoint(pod, out, nil, a, b); err != nil {
 		t.Fatalf("CheckpointPod: %v", err)
 	}
 	t.Logf("CheckpointPod of 2 containers took %s", time.Since(start))
-	last := map[string]int{}
 	for name, id := range map[string]string{"a": a, "b": b} {
-		seen := ticks(logText(t, e.status(id).LogPath))
-		last[name] = seen[len(seen)-1]
-		checkArchive(t, filepath.Join(out, id+".tar"), id)
+		checkArchive(t, filepath.Join(out, id+".tar"), id, name)
 		// Thawed: the checkpointed pod runs on.
-		waitLog(t, e.status(id).LogPath, "tick "+strconv.Itoa(last[name]+3))
+		seen := ticks(logText(t, e.status(id).LogPath))
+		waitLog(t, e.status(id).LogPath, "tick "+strconv.Itoa(seen[len(seen)-1]+3))
 	}
 	if _, err := os.Stat(filepath.Join(out, "pod.json")); err != nil {
 		t.Errorf("pod.json: %v", err)
 	}
-	e.removePod(pod)
 
 	// A restore that does not match the checkpoint makes nothing.
 	pods = podIDs(t, e)
@@ -142,6 +146,7 @@ func TestCheckpointPod(t *testing.T) {
 		checkRestored(t, e, resp.PodSandboxId, rc.ContainerId, oldNetNS, last[rc.Name])
 	}
 	e.removePod(resp.PodSandboxId)
+	e.removePod(pod)
 }
 
 // removePod stops and removes a pod with its containers.
