@@ -53,24 +53,10 @@ type PodCheckpointContainer struct {
 // before the first is dumped and thawed after the last, a consistent cut
 // of the pod, and thawed whatever happens. On error nothing is left in
 // dir. The deadline is ctx's, CheckpointTimeout where it has none.
-func (s *Service) CheckpointPod(ctx context.Context, podID, dir string, ids []string) (err error) {
-	if err := checkPodCheckpointDir(dir); err != nil {
-		return err
-	}
-	pod, err := s.opts.Pods.Pod(ctx, podID)
+func (s *Service) CheckpointPod(ctx context.Context, podID, dir string, ids []string) error {
+	pod, ctrs, err := s.preparePodCheckpoint(ctx, podID, dir, ids)
 	if err != nil {
 		return err
-	}
-	if !pod.Ready {
-		return fmt.Errorf("%w: pod sandbox %s is not ready", ErrState, pod.ID)
-	}
-	ctrs, err := s.podCheckpointSet(pod.ID, ids)
-	if err != nil {
-		return err
-	}
-	if why := s.criu.unavailable(); why != "" {
-		s.log.Warn("pod checkpoint refused: CRIU does not work on this host", "pod", pod.ID, "reason", why)
-		return ErrCheckpointUnavailable
 	}
 	// In id order, so that two checkpoints of one pod cannot deadlock.
 	for _, c := range ctrs {
@@ -86,32 +72,66 @@ func (s *Service) CheckpointPod(ctx context.Context, podID, dir string, ids []st
 		ctx, cancel = context.WithTimeout(ctx, CheckpointTimeout)
 		defer cancel()
 	}
+	thaw, err := s.freeze(ctx, recs)
+	defer thaw()
+	if err != nil {
+		return fmt.Errorf("pod sandbox %s: checkpoint: %w", pod.ID, err)
+	}
+	if err := s.writePodCheckpoint(ctx, pod, ctrs, recs, dir); err != nil {
+		return fmt.Errorf("pod sandbox %s: %w", pod.ID, errTimedOut(ctx, err))
+	}
+	s.log.Info("pod checkpointed", "pod", pod.ID, "containers", len(recs), "dir", dir)
+	return nil
+}
+
+// preparePodCheckpoint checks a pod checkpoint before anything is done:
+// the directory, the pod, its containers (podCheckpointSet), CRIU.
+func (s *Service) preparePodCheckpoint(ctx context.Context, podID, dir string, ids []string) (*Pod, []*ctr, error) {
+	if err := checkPodCheckpointDir(dir); err != nil {
+		return nil, nil, err
+	}
+	pod, err := s.opts.Pods.Pod(ctx, podID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !pod.Ready {
+		return nil, nil, fmt.Errorf("%w: pod sandbox %s is not ready", ErrState, pod.ID)
+	}
+	ctrs, err := s.podCheckpointSet(pod.ID, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	if why := s.criu.unavailable(); why != "" {
+		s.log.Warn("pod checkpoint refused: CRIU does not work on this host", "pod", pod.ID, "reason", why)
+		return nil, nil, ErrCheckpointUnavailable
+	}
+	return pod, ctrs, nil
+}
+
+// writePodCheckpoint dumps the frozen containers (recs, of ctrs) into
+// dir, an archive each, then writes the manifest; on error it removes
+// what it wrote.
+func (s *Service) writePodCheckpoint(ctx context.Context, pod *Pod, ctrs []*ctr, recs []Record, dir string) (err error) {
 	var written []string
 	defer func() {
 		if err != nil {
 			removeWritten(written)
 		}
 	}()
-	thaw, err := s.freeze(ctx, recs)
-	defer thaw()
-	if err != nil {
-		return fmt.Errorf("pod sandbox %s: checkpoint: %w", pod.ID, err)
-	}
 	m := &PodCheckpoint{Version: podManifestVersion, PodID: pod.ID, Name: pod.Config.GetMetadata().GetName(),
 		Namespace: pod.Config.GetMetadata().GetNamespace(), CheckpointedAt: time.Now().UTC()}
 	for i, rec := range recs {
 		entry := PodCheckpointContainer{Name: ctrs[i].cfg.GetMetadata().GetName(), ID: rec.ID, Archive: rec.ID + ".tar", Image: cmp.Or(rec.ImageID, rec.ImageRef)}
 		written = append(written, filepath.Join(dir, entry.Archive))
 		if err := s.checkpointTo(ctx, ctrs[i], &rec, filepath.Join(dir, entry.Archive)); err != nil {
-			return fmt.Errorf("pod sandbox %s: %w", pod.ID, errTimedOut(ctx, err))
+			return err
 		}
 		m.Containers = append(m.Containers, entry)
 	}
 	written = append(written, filepath.Join(dir, podManifest))
 	if err := writePodManifest(dir, m); err != nil {
-		return fmt.Errorf("pod sandbox %s: checkpoint: %w", pod.ID, err)
+		return fmt.Errorf("checkpoint: %w", err)
 	}
-	s.log.Info("pod checkpointed", "pod", pod.ID, "containers", len(recs), "dir", dir)
 	return nil
 }
 
