@@ -1,8 +1,10 @@
 package pods
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -101,6 +103,27 @@ func waitGone(pid int) error {
 	return errors.New("pod process " + strconv.Itoa(pid) + " still runs")
 }
 
+// waitStopped waits until every thread of pid is stopped: a SIGSTOP
+// stops a process only once one of its threads runs to take it, and
+// meanwhile, on a busy machine, another thread may still answer a ping.
+func waitStopped(pid int) error {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+		stopped := len(tasks) > 0
+		for _, t := range tasks {
+			data, err := os.ReadFile(t)
+			// The state follows the command, which ends at the last ')'.
+			if i := bytes.LastIndexByte(data, ')'); err != nil || i < 0 || i+2 >= len(data) || data[i+2] != 'T' {
+				stopped = false
+			}
+		}
+		if stopped {
+			return nil
+		}
+	}
+	return errors.New("pod process " + strconv.Itoa(pid) + " did not stop")
+}
+
 var kinds = []string{KindC, KindMonitor}
 
 // start starts pod's process through s and returns its pid, as it answers.
@@ -190,7 +213,7 @@ func TestAdopt(t *testing.T) {
 		}{
 			{name: "gone", before: func(pid int) { syscall.Kill(pid, syscall.SIGKILL); waitGone(pid) }},
 			{name: "pause unknown", before: func(int) {}},
-			{name: "silent", before: func(pid int) { syscall.Kill(pid, syscall.SIGSTOP) }, wantSilent: true},
+			{name: "silent", before: func(pid int) { syscall.Kill(pid, syscall.SIGSTOP); waitStopped(pid) }, wantSilent: true},
 		} {
 			t.Run(kind+"/"+tc.name, func(t *testing.T) {
 				ctx := context.Background()
