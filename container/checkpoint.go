@@ -28,39 +28,55 @@ const CheckpointTimeout = 4 * time.Minute
 // gRPC Unknown, as CRI-O answers.
 var ErrCheckpointUnavailable = errors.New("checkpoint/restore support not available")
 
-// criuProbe is the host's answer to "does CRIU work here", asked once:
-// a kernel that CRIU cannot handle does not start working meanwhile.
+// criuProbe is the host's answer to "does CRIU work here", kept once
+// given: a kernel that CRIU cannot handle does not start working
+// meanwhile. A check that ran out of time is no answer and is asked
+// again next time.
 type criuProbe struct {
-	once   sync.Once
-	reason string // why not; empty when it works
+	mu       sync.Mutex
+	answered bool
+	reason   string // why not; empty when it works
 }
+
+// criuCheckTimeout bounds "criu check": ~1 s on a host, past 30 s in an
+// emulated VM while a kubelet starts pods beside it.
+const criuCheckTimeout = 2 * time.Minute
 
 // unavailable tells why checkpoints cannot work here, empty if they can.
 func (p *criuProbe) unavailable() string {
-	p.once.Do(func() { p.reason = probeCRIU() })
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.answered {
+		var timedOut bool
+		p.reason, timedOut = probeCRIU(criuCheckTimeout)
+		p.answered = !timedOut
+	}
 	return p.reason
 }
 
 // probeCRIU runs "criu check", which tries the kernel features a dump and
 // a restore need; the last error line it prints is the reason.
-func probeCRIU() string {
+func probeCRIU(timeout time.Duration) (reason string, timedOut bool) {
 	bin, err := exec.LookPath("criu")
 	if err != nil {
-		return "criu not found on PATH"
+		return "criu not found on PATH", false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, bin, "check").CombinedOutput()
 	if err == nil {
-		return ""
+		return "", false
 	}
-	reason := err.Error()
+	if ctx.Err() != nil {
+		return fmt.Sprintf("%s check: no answer in %s", bin, timeout), true
+	}
+	reason = err.Error()
 	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		if l = strings.TrimSpace(l); l != "" {
 			reason = l
 		}
 	}
-	return fmt.Sprintf("%s check: %s", bin, reason)
+	return fmt.Sprintf("%s check: %s", bin, reason), false
 }
 
 // checkLocation validates CheckpointContainer's location: an absolute

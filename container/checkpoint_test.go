@@ -232,6 +232,7 @@ func TestProbeCRIU(t *testing.T) {
 			"check: Error (criu/crtools.c:260): Could not initialize kernel features detection."},
 		{"silent failure", "#!/bin/sh\nexit 3\n", "exit status 3"},
 		{"missing", "", "criu not found on PATH"},
+		{"no answer in time", "#!/bin/sh\nexec /bin/sleep 10\n", "no answer in 200ms"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -241,9 +242,13 @@ func TestProbeCRIU(t *testing.T) {
 				}
 			}
 			t.Setenv("PATH", dir)
-			got := probeCRIU()
+			got, timedOut := probeCRIU(200 * time.Millisecond)
 			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
 				t.Errorf("probeCRIU() = %q, want %q", got, tc.want)
+			}
+			// A check that ran out of time is asked again, not kept.
+			if want := strings.HasPrefix(tc.name, "no answer"); timedOut != want {
+				t.Errorf("probeCRIU() timed out: %v, want %v", timedOut, want)
 			}
 		})
 	}
