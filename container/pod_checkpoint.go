@@ -256,8 +256,8 @@ func writePodManifest(dir string, m *PodCheckpoint) error {
 }
 
 // OpenPodCheckpoint reads and checks the pod checkpoint in dir: its
-// manifest, and every archive it names as a restore would (ErrInvalid
-// naming what is wrong). dir is not written to.
+// manifest, and that every archive it names is there (ErrInvalid naming
+// what is wrong). dir is not written to.
 func OpenPodCheckpoint(dir string) (*PodCheckpoint, error) {
 	if !filepath.IsAbs(dir) {
 		return nil, fmt.Errorf("%w: checkpoint_path: %q is not an absolute path", ErrInvalid, dir)
@@ -285,8 +285,11 @@ func OpenPodCheckpoint(dir string) (*PodCheckpoint, error) {
 			return nil, fmt.Errorf("%w: checkpoint_path: %s: container %q: archive %q is not a file of the checkpoint's directory", ErrInvalid, podManifest, c.Name, c.Archive)
 		}
 		names[c.Name] = true
-		if _, err := inspectArchive(filepath.Join(dir, c.Archive)); err != nil {
-			return nil, fmt.Errorf("container %q: %w", c.Name, err)
+		// Only there: its entries are checked by the create from it,
+		// before that container is made; an archive holds the
+		// container's memory, and is read once more to be extracted.
+		if fi, err := os.Stat(filepath.Join(dir, c.Archive)); err != nil || !fi.Mode().IsRegular() {
+			return nil, fmt.Errorf("%w: container %q: archive %s is not a file (%v)", ErrInvalid, c.Name, c.Archive, err)
 		}
 	}
 	return m, nil
