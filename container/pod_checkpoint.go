@@ -295,6 +295,18 @@ func OpenPodCheckpoint(dir string) (*PodCheckpoint, error) {
 	return m, nil
 }
 
+// CheckRestore answers, before a restore from the pod checkpoint in dir
+// makes anything, what each create from its archives would: nil where
+// CRIU works on this host, else ErrCheckpointUnavailable (why is
+// logged), the answer of CheckpointContainer.
+func (s *Service) CheckRestore(dir string) error {
+	if why := s.criu.unavailable(); why != "" {
+		s.log.Warn("pod restore refused: CRIU does not work on this host", "checkpoint", dir, "reason", why)
+		return ErrCheckpointUnavailable
+	}
+	return nil
+}
+
 // Container is the entry of the container named name.
 func (p *PodCheckpoint) Container(name string) (PodCheckpointContainer, bool) {
 	i := slices.IndexFunc(p.Containers, func(c PodCheckpointContainer) bool { return c.Name == name })

@@ -85,3 +85,32 @@ func writeTestFile(t *testing.T, path string, data []byte) {
 		t.Fatal(err)
 	}
 }
+
+// CheckRestore is the CRIU check a create from an archive asks, for a
+// pod restore to ask before it makes the pod: the error is exactly
+// ErrCheckpointUnavailable, whose text the kubelet matches.
+func TestCheckRestore(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		script string // the fake criu; "" is none on PATH
+		want   error
+	}{
+		{"works", "#!/bin/sh\necho Looks good.\n", nil},
+		{"check fails", "#!/bin/sh\necho 'Error (criu/vdso.c:381): vdso: Unexpected rt vDSO area bounds' >&2\nexit 1\n", ErrCheckpointUnavailable},
+		{"missing", "", ErrCheckpointUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if tc.script != "" {
+				if err := os.WriteFile(filepath.Join(dir, "criu"), []byte(tc.script), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			t.Setenv("PATH", dir)
+			s := newTestService(t)
+			if err := s.CheckRestore(t.TempDir()); err != tc.want {
+				t.Errorf("CheckRestore() = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}

@@ -30,6 +30,9 @@ type Containers interface {
 	// CheckpointPod writes a checkpoint of the pod's containers ids into
 	// the empty directory dir.
 	CheckpointPod(ctx context.Context, podID, dir string, ids []string) error
+	// CheckRestore tells, before a RestorePod from the pod checkpoint in
+	// dir makes anything, whether this host can restore it.
+	CheckRestore(dir string) error
 }
 
 var errNoContainers = status.Error(codes.Unimplemented, "containers are not enabled in this server")

@@ -72,7 +72,9 @@ func (s *Server) RestorePod(ctx context.Context, req *runtimeapi.RestorePodReque
 
 // checkRestorePod checks a RestorePod request against its checkpoint
 // before anything is made: the configs are the checkpoint's containers,
-// by name, each on the image it was checkpointed on.
+// by name, each on the image it was checkpointed on; then that this host
+// can restore it at all, so that a host without CRIU runs no pod (no CNI
+// ADD) only to remove it.
 func (s *Server) checkRestorePod(req *runtimeapi.RestorePodRequest) (*container.PodCheckpoint, error) {
 	if err := noOptions(req.GetOptions()); err != nil {
 		return nil, err
@@ -108,6 +110,9 @@ func (s *Server) checkRestorePod(req *runtimeapi.RestorePodRequest) (*container.
 	}
 	if len(names) != len(ckpt.Containers) {
 		return nil, invalidf("container_configs: %d configs for the checkpoint's %d containers (%s)", len(names), len(ckpt.Containers), checkpointNames(ckpt))
+	}
+	if err := s.containers.CheckRestore(req.GetCheckpointPath()); err != nil {
+		return nil, rpcError(err)
 	}
 	return ckpt, nil
 }

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/berth-runtime/berth/container"
 	"github.com/berth-runtime/berth/image"
 )
 
@@ -38,18 +39,31 @@ func (r restoreServices) Remove(_ context.Context, id string) error {
 	return nil
 }
 
+// restoreContainers records what a RestorePod created and removed; with
+// noCRIU it is a host where CRIU does not work, whose creates from an
+// archive answer as the container service's do.
 type restoreContainers struct {
 	fuzzContainers
-	calls *[]string
+	calls  *[]string
+	noCRIU bool
 }
 
 func (r restoreContainers) Create(_ context.Context, podID string, cfg *runtimeapi.ContainerConfig, _ *runtimeapi.PodSandboxConfig) (string, error) {
 	name := cfg.GetMetadata().GetName()
+	if r.noCRIU {
+		return "", container.ErrCheckpointUnavailable
+	}
 	if name == "broken" {
 		return "", errors.New("disk full")
 	}
 	*r.calls = append(*r.calls, "create "+name+" in "+podID+" from "+filepath.Base(cfg.GetImage().GetImage()))
 	return "id-" + name, nil
+}
+func (r restoreContainers) CheckRestore(string) error {
+	if r.noCRIU {
+		return container.ErrCheckpointUnavailable
+	}
+	return nil
 }
 func (r restoreContainers) Remove(_ context.Context, id string) error {
 	*r.calls = append(*r.calls, "remove "+id)
@@ -147,7 +161,7 @@ func TestRestorePodRequests(t *testing.T) {
 			var calls []string
 			s, _ := newTestServer(t, func(o *Options) {
 				o.Sandboxes = restoreServices{fuzzServices{t: t}, &calls}
-				o.Containers = restoreContainers{fuzzContainers{fuzzServices{t: t}}, &calls}
+				o.Containers = restoreContainers{fuzzContainers{fuzzServices{t: t}}, &calls, false}
 				o.Images = restoreImages{fuzzImages{fuzzServices{t: t}}}
 			})
 			resp, err := s.RestorePod(context.Background(), tc.req)
@@ -162,6 +176,43 @@ func TestRestorePodRequests(t *testing.T) {
 				if resp.PodSandboxId != "pod2" || len(resp.RestoredContainers) != 2 || !proto.Equal(resp.RestoredContainers[0], want[0]) || !proto.Equal(resp.RestoredContainers[1], want[1]) {
 					t.Errorf("RestorePod answered %v", resp)
 				}
+			}
+		})
+	}
+}
+
+// Where CRIU does not work, a RestorePod answers as CheckpointContainer
+// does before it makes anything: no pod is run (no CNI ADD), no container
+// created, nothing undone. A bad request is still refused for what is
+// wrong with it.
+func TestRestorePodWithoutCRIU(t *testing.T) {
+	ckpt := writePodCheckpoint(t, "a", "b")
+	podCfg := &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "p", Namespace: "default", Uid: "u2"}}
+	ctr := func(name string) *runtimeapi.ContainerConfig {
+		return &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: name}, Image: &runtimeapi.ImageSpec{Image: "busybox"}}
+	}
+	for _, tc := range []struct {
+		name string
+		cfgs []*runtimeapi.ContainerConfig
+		code codes.Code
+		want string // the whole message
+	}{
+		{"a good request", []*runtimeapi.ContainerConfig{ctr("a"), ctr("b")}, codes.Unknown, "checkpoint/restore support not available"},
+		{"a bad request", []*runtimeapi.ContainerConfig{ctr("a")}, codes.InvalidArgument, `container_configs: 1 configs for the checkpoint's 2 containers ("a", "b")`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls []string
+			s, _ := newTestServer(t, func(o *Options) {
+				o.Sandboxes = restoreServices{fuzzServices{t: t}, &calls}
+				o.Containers = restoreContainers{fuzzContainers{fuzzServices{t: t}}, &calls, true}
+				o.Images = restoreImages{fuzzImages{fuzzServices{t: t}}}
+			})
+			_, err := s.RestorePod(context.Background(), &runtimeapi.RestorePodRequest{CheckpointPath: ckpt, Config: podCfg, ContainerConfigs: tc.cfgs})
+			if st := status.Convert(err); st.Code() != tc.code || st.Message() != tc.want {
+				t.Errorf("RestorePod: %v, want %s %q", err, tc.code, tc.want)
+			}
+			if len(calls) != 0 {
+				t.Errorf("services were asked %q, want nothing made", calls)
 			}
 		})
 	}

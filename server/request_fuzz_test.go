@@ -159,6 +159,12 @@ func (f fuzzContainers) CheckpointPod(_ context.Context, podID, dir string, ids 
 	}
 	return f.found(podID, container.ErrNotFound)
 }
+func (f fuzzContainers) CheckRestore(dir string) error {
+	if !filepath.IsAbs(dir) {
+		f.t.Fatalf("RestorePod accepted checkpoint_path %q", dir)
+	}
+	return nil
+}
 
 // fuzzImages is the image service.
 type fuzzImages struct{ fuzzServices }
