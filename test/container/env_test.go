@@ -19,6 +19,8 @@ type env struct {
 	image  string
 	parent string
 	logDir string
+	// net is the daemon's CNI network.
+	net *cnitest.Net
 }
 
 func newEnv(t *testing.T, opts ...framework.Option) *env {
@@ -26,7 +28,7 @@ func newEnv(t *testing.T, opts ...framework.Option) *env {
 	framework.RequireRoot(t)
 	reg := framework.TestRegistry(t)
 	n := cnitest.NewNet(t)
-	e := &env{t: t, image: reg + "/library/busybox:latest", parent: "/berth-ctr-e2e-" + framework.RandHex(4), logDir: t.TempDir()}
+	e := &env{t: t, image: reg + "/library/busybox:latest", parent: "/berth-ctr-e2e-" + framework.RandHex(4), logDir: t.TempDir(), net: n}
 	e.d = framework.StartDaemon(t, append([]framework.Option{framework.WithArgs("--cni-conf-dir", n.ConfDir, "--cni-bin-dir", n.BinDir)}, opts...)...)
 	t.Cleanup(e.cleanup)
 	if _, err := e.d.Image.PullImage(framework.Ctx(t), &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: e.image}}); err != nil {

@@ -79,13 +79,18 @@ func TestCheckpointPod(t *testing.T) {
 			t.Fatalf("CheckpointPod without a working CRIU: %v, want Unknown %q", err, "checkpoint/restore support not available")
 		}
 		emptyDir(t, out)
+		// Refused before the pod is made: no pod, and no CNI ADD.
 		fake := writeFakePodCheckpoint(t, e, "a", "b")
+		added := lastReserved(t, e)
 		_, err := restore(fake, e.ctrConfig("a", counter), e.ctrConfig("b", counter))
-		if status.Code(err) != codes.Unknown || !strings.Contains(err.Error(), "checkpoint/restore support not available") {
-			t.Fatalf("RestorePod without a working CRIU: %v, want Unknown %q", err, "checkpoint/restore support not available")
+		if status.Code(err) != codes.Unknown || status.Convert(err).Message() != "checkpoint/restore support not available" {
+			t.Errorf("RestorePod without a working CRIU: %v, want Unknown %q", err, "checkpoint/restore support not available")
 		}
 		if got := podIDs(t, e); !slices.Equal(got, pods) {
 			t.Errorf("a failed RestorePod left pods: %v, before %v", got, pods)
+		}
+		if got := lastReserved(t, e); got != added {
+			t.Errorf("a RestorePod refused for want of CRIU ran a CNI ADD: host-local last gave %s, before %s", got, added)
 		}
 		return
 	}
@@ -184,6 +189,17 @@ func emptyDir(t *testing.T, dir string) {
 	if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
 		t.Errorf("%s holds %v (%v), want nothing", dir, entries, err)
 	}
+}
+
+// lastReserved is the address host-local last gave in e's network: a
+// CNI ADD moves it on, its DEL leaves it.
+func lastReserved(t *testing.T, e *env) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(e.net.DataDir, e.net.Name, "last_reserved_ip.0"))
+	if err != nil {
+		t.Fatalf("host-local's last reserved address: %v", err)
+	}
+	return strings.TrimSpace(string(data))
 }
 
 // podIDs are the daemon's pods, sorted.
