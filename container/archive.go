@@ -41,10 +41,15 @@ type checkpointConfig struct {
 	OCIRuntime      string    `json:"runtime"`
 	CreatedTime     time.Time `json:"createdTime"`
 	CheckpointedAt  time.Time `json:"checkpointedTime"`
+	// TCPEstablished (berth's own field) tells that CRIU dumped the
+	// established TCP connections (tcp-established, a pod checkpoint's):
+	// it restores them only when asked the same.
+	TCPEstablished bool `json:"tcpEstablished,omitempty"`
 }
 
-// describe is config.dump of the container rec (cfg its CRI config).
-func describe(rec *Record, cfg *runtimeapi.ContainerConfig, at time.Time) *checkpointConfig {
+// describe is config.dump of the container rec (cfg its CRI config),
+// dumped with tcp-established where tcp is set.
+func describe(rec *Record, cfg *runtimeapi.ContainerConfig, at time.Time, tcp bool) *checkpointConfig {
 	image := cfg.GetImage().GetUserSpecifiedImage()
 	if image == "" {
 		image = cfg.GetImage().GetImage()
@@ -53,6 +58,7 @@ func describe(rec *Record, cfg *runtimeapi.ContainerConfig, at time.Time) *check
 		ID: rec.ID, Name: cfg.GetMetadata().GetName(), PodID: rec.PodID,
 		RootfsImage: image, RootfsImageRef: rec.ImageID, RootfsImageName: rec.ImageRef,
 		OCIRuntime: "berth", CreatedTime: time.Unix(0, rec.CreatedAt).UTC(), CheckpointedAt: at.UTC(),
+		TCPEstablished: tcp,
 	}
 }
 

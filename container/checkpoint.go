@@ -137,7 +137,17 @@ func (s *Service) Checkpoint(ctx context.Context, id, location string, timeout t
 	if err != nil {
 		return fmt.Errorf("container %s: checkpoint: %w", rec.ID, err)
 	}
-	if err := s.checkpointTo(ctx, c, &rec, location); err != nil {
+	// Without tcp-established, as CRI-O's container checkpoint: this is
+	// the kubelet's forensic copy of one container, which runs on. The
+	// peer of any connection it holds is outside the dump and goes on
+	// talking to the original, so a restored copy could never carry the
+	// connection on (the peer resets it), and a copy restored while the
+	// original runs would send the original's segments, from its
+	// address, into the live connection. A container holding an
+	// established connection fails to dump, CRIU's error in the answer;
+	// CheckpointPod dumps connections, both ends of those inside the
+	// pod being in its cut.
+	if err := s.checkpointTo(ctx, c, &rec, location, false); err != nil {
 		return err
 	}
 	s.log.Info("container checkpointed", "container", rec.ID, "location", location)
@@ -145,18 +155,19 @@ func (s *Service) Checkpoint(ctx context.Context, id, location string, timeout t
 }
 
 // checkpointTo dumps the container in a work directory under berth's
-// root and writes its archive at location.
-func (s *Service) checkpointTo(ctx context.Context, c *ctr, rec *Record, location string) error {
+// root and writes its archive at location; tcp dumps its established
+// TCP connections (CRIU's tcp-established), and config.dump says so.
+func (s *Service) checkpointTo(ctx context.Context, c *ctr, rec *Record, location string, tcp bool) error {
 	work, err := os.MkdirTemp(s.checkpoints, rec.ID+"-")
 	if err != nil {
 		return fmt.Errorf("container %s: checkpoint: %w", rec.ID, err)
 	}
 	// work is the directory MkdirTemp just made under berth's root.
 	defer os.RemoveAll(work)
-	if err := s.dump(ctx, rec, work); err != nil {
+	if err := s.dump(ctx, rec, work, tcp); err != nil {
 		return err
 	}
-	if err := s.writeCheckpoint(c, rec, work, location); err != nil {
+	if err := s.writeCheckpoint(c, rec, work, location, tcp); err != nil {
 		return fmt.Errorf("container %s: checkpoint: %w", rec.ID, err)
 	}
 	return nil
@@ -164,7 +175,7 @@ func (s *Service) checkpointTo(ctx context.Context, c *ctr, rec *Record, locatio
 
 // writeCheckpoint adds the spec, the description and the writable
 // layer's changes to CRIU's dump in work and writes the archive.
-func (s *Service) writeCheckpoint(c *ctr, rec *Record, work, location string) error {
+func (s *Service) writeCheckpoint(c *ctr, rec *Record, work, location string, tcp bool) error {
 	c.mu.RLock()
 	spec, cfg := c.spec, c.cfg
 	c.mu.RUnlock()
@@ -174,7 +185,7 @@ func (s *Service) writeCheckpoint(c *ctr, rec *Record, work, location string) er
 			return fmt.Errorf("spec: %w", err)
 		}
 	}
-	desc, err := json.MarshalIndent(describe(rec, cfg, time.Now()), "", "  ")
+	desc, err := json.MarshalIndent(describe(rec, cfg, time.Now(), tcp), "", "  ")
 	if err != nil {
 		return err
 	}
@@ -187,13 +198,12 @@ func (s *Service) writeCheckpoint(c *ctr, rec *Record, work, location string) er
 // dump has the spawn helper, run by berth (CRIU needs no parent of the
 // container's, and a pod's process knows nothing of checkpoints), dump
 // the container into work/checkpoint, CRIU's log into work/dump.log.
-func (s *Service) dump(ctx context.Context, rec *Record, work string) error {
+func (s *Service) dump(ctx context.Context, rec *Record, work string, tcp bool) error {
 	bin, err := s.opts.PodProcesses.SpawnBinary()
 	if err != nil {
 		return fmt.Errorf("container %s: checkpoint: %w", rec.ID, err)
 	}
-	err = monitor.RunSpawn(ctx, bin, &monitor.SpawnRequest{Op: monitor.SpawnCheckpoint, Root: s.runc, ID: rec.ID,
-		ImagesDir: filepath.Join(work, checkpointDir), WorkDir: work})
+	err = monitor.RunSpawn(ctx, bin, dumpRequest(s.runc, rec.ID, work, tcp))
 	if err == nil {
 		return nil
 	}
@@ -204,6 +214,13 @@ func (s *Service) dump(ctx context.Context, rec *Record, work string) error {
 		return fmt.Errorf("%w: container %s: checkpoint: %w", ErrTimeout, rec.ID, err)
 	}
 	return fmt.Errorf("container %s: checkpoint: %w", rec.ID, err)
+}
+
+// dumpRequest is the spawn helper's request to dump container id (of
+// libcontainer's root runc) into work.
+func dumpRequest(runc, id, work string, tcp bool) *monitor.SpawnRequest {
+	return &monitor.SpawnRequest{Op: monitor.SpawnCheckpoint, Root: runc, ID: id,
+		ImagesDir: filepath.Join(work, checkpointDir), WorkDir: work, TCPEstablished: tcp}
 }
 
 // logTail is the last error line of CRIU's log, where it says why a dump

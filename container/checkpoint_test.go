@@ -2,6 +2,7 @@ package container
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/berth-runtime/berth/container/spec"
+	"github.com/berth-runtime/berth/monitor"
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -212,12 +214,44 @@ func TestDescribe(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "web"}, Image: tc.image}
-			d := describe(rec, cfg, created.Add(time.Hour))
+			d := describe(rec, cfg, created.Add(time.Hour), false)
 			if d.ID != "c1" || d.Name != "web" || d.RootfsImage != tc.want || d.RootfsImageRef != "sha256:abc" ||
 				d.RootfsImageName != rec.ImageRef || !d.CreatedTime.Equal(created) || !d.CheckpointedAt.Equal(created.Add(time.Hour)) {
 				t.Errorf("describe = %+v", d)
 			}
 		})
+	}
+}
+
+// config.dump says whether the dump holds established TCP connections,
+// and a container checkpoint's keeps CRI-O's fields alone.
+func TestDescribeTCPEstablished(t *testing.T) {
+	rec := &Record{ID: "c1", PodID: "p1", ImageID: "sha256:abc"}
+	cfg := &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "web"}, Image: &runtimeapi.ImageSpec{Image: "busybox"}}
+	for _, tcp := range []bool{false, true} {
+		data, err := json.Marshal(describe(rec, cfg, time.Now(), tcp))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(string(data), `"tcpEstablished":true`); got != tcp || !tcp && strings.Contains(string(data), "tcpEstablished") {
+			t.Errorf("tcp-established %v: config.dump %s", tcp, data)
+		}
+		desc, err := readConfigDump(bytes.NewReader(data))
+		if err != nil || desc.TCPEstablished != tcp {
+			t.Errorf("tcp-established %v: read back %+v, %v", tcp, desc, err)
+		}
+	}
+}
+
+// The helper is asked for tcp-established as the caller says: a pod
+// checkpoint, not a container's.
+func TestDumpRequest(t *testing.T) {
+	for _, tcp := range []bool{false, true} {
+		r := dumpRequest("/run/berth/runc", "c1", "/var/lib/berth/checkpoints/c1-1", tcp)
+		if r.Op != monitor.SpawnCheckpoint || r.Root != "/run/berth/runc" || r.ID != "c1" || r.WorkDir != "/var/lib/berth/checkpoints/c1-1" ||
+			r.ImagesDir != "/var/lib/berth/checkpoints/c1-1/checkpoint" || r.TCPEstablished != tcp {
+			t.Errorf("tcp-established %v: %+v", tcp, r)
+		}
 	}
 }
 
@@ -276,5 +310,20 @@ func TestSweepCheckpoints(t *testing.T) {
 	}
 	if fi, err := os.Stat(filepath.Join(root, "checkpoints")); err != nil || !fi.IsDir() {
 		t.Errorf("checkpoints directory: %v, want it kept", err)
+	}
+}
+
+// A restore is told what the dump was made with, from config.dump.
+func TestWriteRestoreOptions(t *testing.T) {
+	for _, tcp := range []bool{false, true} {
+		dir := t.TempDir()
+		if err := writeRestoreOptions(dir, &checkpointConfig{TCPEstablished: tcp}); err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(filepath.Join(dir, monitor.RestoreOptionsFile))
+		var ro monitor.RestoreOptions
+		if err != nil || json.Unmarshal(data, &ro) != nil || ro.TCPEstablished != tcp {
+			t.Errorf("tcp-established %v: %s (%v)", tcp, data, err)
+		}
 	}
 }

@@ -110,7 +110,11 @@ func (s *Service) preparePodCheckpoint(ctx context.Context, podID, dir string, i
 
 // writePodCheckpoint dumps the frozen containers (recs, of ctrs) into
 // dir, an archive each, then writes the manifest; on error it removes
-// what it wrote.
+// what it wrote. Established TCP connections are dumped
+// (tcp-established, as each archive's config.dump records): the
+// containers of a pod talk to each other over its loopback, and with
+// every one of them in the cut both ends of such a connection are, so
+// that it carries on once the pod is restored.
 func (s *Service) writePodCheckpoint(ctx context.Context, pod *Pod, ctrs []*ctr, recs []Record, dir string) (err error) {
 	var written []string
 	defer func() {
@@ -123,7 +127,7 @@ func (s *Service) writePodCheckpoint(ctx context.Context, pod *Pod, ctrs []*ctr,
 	for i, rec := range recs {
 		entry := PodCheckpointContainer{Name: ctrs[i].cfg.GetMetadata().GetName(), ID: rec.ID, Archive: rec.ID + ".tar", Image: cmp.Or(rec.ImageID, rec.ImageRef)}
 		written = append(written, filepath.Join(dir, entry.Archive))
-		if err := s.checkpointTo(ctx, ctrs[i], &rec, filepath.Join(dir, entry.Archive)); err != nil {
+		if err := s.checkpointTo(ctx, ctrs[i], &rec, filepath.Join(dir, entry.Archive), true); err != nil {
 			return err
 		}
 		m.Containers = append(m.Containers, entry)

@@ -2,6 +2,7 @@ package container
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -95,8 +96,23 @@ func (c *creation) restoreRootfs(context.Context) error {
 	if err := applyCheckpointRootfs(c.rootfs(), dir); err != nil {
 		return fmt.Errorf("container %s: checkpoint archive %s: rootfs: %w", c.rec.ID, c.restore.location, err)
 	}
+	if err := writeRestoreOptions(dir, c.restore.desc); err != nil {
+		return fmt.Errorf("container %s: %w", c.rec.ID, err)
+	}
 	// Written into the rootfs: the copy is not needed any more.
 	return os.Remove(filepath.Join(dir, rootfsDiff))
+}
+
+// writeRestoreOptions writes, beside the extracted images in dir, the
+// CRIU options the restore must ask for because the dump was made with
+// them (monitor.RestoreOptionsFile), as the archive's config.dump says:
+// CRIU restores established TCP connections only with tcp-established.
+func writeRestoreOptions(dir string, desc *checkpointConfig) error {
+	data, err := json.Marshal(&monitor.RestoreOptions{TCPEstablished: desc.TCPEstablished})
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, monitor.RestoreOptionsFile), data, 0o600)
 }
 
 // restoreStart is StartContainer of a container made from a checkpoint:

@@ -58,6 +58,19 @@ const (
 // in its "checkpoint" directory), and CRIU's restore.log.
 const RestoreDir = "restore"
 
+// RestoreOptionsFile, in RestoreDir, holds the RestoreOptions berth
+// wrote for a SpawnRestore from what the archive says of its dump; a
+// RestoreDir without one is restored with none.
+const RestoreOptionsFile = "restore-options.json"
+
+// RestoreOptions are the CRIU options a restore needs because the dump
+// was made with them.
+type RestoreOptions struct {
+	// TCPEstablished: the dump holds established TCP connections, which
+	// CRIU restores only when asked (tcp-established).
+	TCPEstablished bool `json:"tcpEstablished,omitempty"`
+}
+
 // SpawnRequest is one helper run.
 type SpawnRequest struct {
 	Op string `json:"op"`
@@ -89,6 +102,10 @@ type SpawnRequest struct {
 	// (made by the helper) and the existing directory for its log.
 	ImagesDir string `json:"imagesDir,omitempty"`
 	WorkDir   string `json:"workDir,omitempty"`
+	// TCPEstablished: SpawnCheckpoint dumps established TCP connections
+	// (CRIU's tcp-established) instead of failing on them. A restore of
+	// such a dump needs the option too: RestoreOptionsFile says so.
+	TCPEstablished bool `json:"tcpEstablished,omitempty"`
 	// Format is the result's: JSON (SpawnResult) by default, or
 	// SpawnFormatLines for the C pod process, which parses no JSON.
 	Format string `json:"format,omitempty"`

@@ -40,12 +40,7 @@ func checkpoint(r *monitor.SpawnRequest) *monitor.SpawnResult {
 	if st != libcontainer.Running && st != libcontainer.Paused {
 		return fail(fmt.Errorf("container is %s, not running", st))
 	}
-	opts := &libcontainer.CriuOpts{
-		ImagesDirectory: r.ImagesDir,
-		WorkDirectory:   r.WorkDir,
-		LeaveRunning:    true,
-	}
-	if err := c.Checkpoint(opts); err != nil {
+	if err := c.Checkpoint(dumpOptions(r)); err != nil {
 		return fail(err)
 	}
 	// CRIU's post-dump notification marks the state dir as checkpointed,
@@ -54,6 +49,19 @@ func checkpoint(r *monitor.SpawnRequest) *monitor.SpawnResult {
 		return fail(err)
 	}
 	return &monitor.SpawnResult{}
+}
+
+// dumpOptions are CRIU's options for the checkpoint r asks for: left
+// running, and established TCP connections dumped where r says so (a
+// pod's checkpoint: both ends of a connection between two of its
+// containers are in it).
+func dumpOptions(r *monitor.SpawnRequest) *libcontainer.CriuOpts {
+	return &libcontainer.CriuOpts{
+		ImagesDirectory: r.ImagesDir,
+		WorkDirectory:   r.WorkDir,
+		LeaveRunning:    true,
+		TcpEstablished:  r.TCPEstablished,
+	}
 }
 
 // freeze freezes (SpawnPause) or thaws (SpawnResume) the container's

@@ -1,7 +1,10 @@
 package spawn
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/opencontainers/runc/libcontainer"
@@ -29,12 +32,14 @@ func restore(r *monitor.SpawnRequest, spec *specs.Spec, fault *faultpoint.Point)
 	if r.Dir == "" || r.TTY {
 		return fail(fmt.Errorf("no container dir, or a terminal (a restore has pipes only)"))
 	}
+	opts, err := restoreOptions(filepath.Join(r.Dir, monitor.RestoreDir))
+	if err != nil {
+		return fail(err)
+	}
 	c, p, err := newContainer(r, spec, fault)
 	if err != nil {
 		return fail(err)
 	}
-	work := filepath.Join(r.Dir, monitor.RestoreDir)
-	opts := &libcontainer.CriuOpts{ImagesDirectory: filepath.Join(work, "checkpoint"), WorkDirectory: work}
 	if err := c.Restore(p, opts); err != nil {
 		// What CRIU restored so far is killed with the cgroup, and the
 		// state dir would block a retry.
@@ -61,4 +66,25 @@ func restore(r *monitor.SpawnRequest, spec *specs.Spec, fault *faultpoint.Point)
 	}
 	fault.Hit(PointStarted, r.ID)
 	return res
+}
+
+// restoreOptions are CRIU's options for a restore from work (a
+// monitor.RestoreDir): its images, and what the dump was made with
+// (monitor.RestoreOptionsFile; none where it is absent). CRIU restores
+// established TCP connections only when asked, as it dumps them.
+func restoreOptions(work string) (*libcontainer.CriuOpts, error) {
+	opts := &libcontainer.CriuOpts{ImagesDirectory: filepath.Join(work, "checkpoint"), WorkDirectory: work}
+	data, err := os.ReadFile(filepath.Join(work, monitor.RestoreOptionsFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return opts, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var ro monitor.RestoreOptions
+	if err := json.Unmarshal(data, &ro); err != nil {
+		return nil, fmt.Errorf("%s: %w", monitor.RestoreOptionsFile, err)
+	}
+	opts.TcpEstablished = ro.TCPEstablished
+	return opts, nil
 }
