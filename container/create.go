@@ -64,6 +64,9 @@ func (s *Service) Create(ctx context.Context, podID string, cfg *runtimeapi.Cont
 		if _, err := s.create(ctx, id, pod.Pod, cfg, podCfg, false, src); err != nil {
 			return err
 		}
+		if src != nil && src.desc.TCPEstablished {
+			s.holdResets(pod.ID, pod.NetNSPath)
+		}
 		s.opts.Faults.Hit(faultpoint.CreateReturning, id)
 		return nil
 	})
@@ -206,6 +209,7 @@ func (c *creation) record(context.Context) error {
 		ID: id, PodID: c.pod.ID, State: StateCreating, ImageID: img.ID, ImageRef: imageRef(img),
 		CreatedAt: time.Now().UnixNano(), Dir: c.rec.Dir, Upper: filepath.Join(c.s.upper, id), StopSignal: c.imgCfg.StopSignal,
 		Sandbox: c.sandbox, ImageVolumes: c.rec.ImageVolumes, Restore: c.restore != nil,
+		TCPEstablished: c.restore != nil && c.restore.desc.TCPEstablished,
 	}
 	if c.rec.Config, err = proto.Marshal(cfg); err != nil {
 		return err

@@ -183,6 +183,9 @@ func (s *Service) start(ctx context.Context, c *ctr) error {
 		// learns the state from the monitor (recover.go).
 		s.log.Error("record container start", "container", rec.ID, "error", err)
 	}
+	if rec.Restore {
+		s.releaseResets(ctx, &rec)
+	}
 	s.publish(runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT, &rec)
 	if stopped {
 		s.publish(runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, &rec)

@@ -57,6 +57,10 @@ type Record struct {
 	// Restore marks a container made from a checkpoint archive: its
 	// start restores the checkpointed process tree (restore.go).
 	Restore bool `json:"restore,omitempty"`
+	// TCPEstablished marks a container made from an archive whose dump
+	// holds established TCP connections: until it is restored, its pod's
+	// loopback sends no resets (reset_hold.go).
+	TCPEstablished bool `json:"tcpEstablished,omitempty"`
 }
 
 // ctr is one container in memory.

@@ -155,6 +155,8 @@ func restorePending(rec *Record) bool {
 func (s *Service) stopUnrestored(c *ctr) {
 	s.setExit(c, &monitor.Exit{Code: 128 + int(syscall.SIGKILL), Signal: int(syscall.SIGKILL), FinishedAt: time.Now(),
 		Message: "stopped before its restore from a checkpoint"}, "")
+	rec := c.snapshot()
+	s.releaseResets(s.ctx, &rec)
 }
 
 // killRestored kills a process restored while a stop ended the

@@ -128,6 +128,9 @@ type Service struct {
 	// container's memory, too large for the state tmpfs.
 	checkpoints string
 	criu        criuProbe
+	// resets holds back the loopback resets of pods whose containers
+	// wait for the restore of established TCP connections.
+	resets resetHolds
 	// fs runs the removals and unmounts that a filesystem that stopped
 	// answering could hold forever.
 	fs *fsguard.Guard
