@@ -1,8 +1,12 @@
 package container_test
 
 import (
+	"archive/tar"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -215,4 +219,246 @@ func podIDs(t *testing.T, e *env) []string {
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// The pod of TestCheckpointPodTCP: a server that takes one connection on
+// the pod's loopback and logs what comes through it, and a client that
+// connects once and writes a counter through that one connection every
+// 100 ms, logging what it sent. busybox's nc -l serves one connection and
+// exits when it ends, and the client's nc ends the client with it: a
+// reconnect would need a new server, and so shows as a container that
+// exited or a connection of another port. The server's stdin stays open
+// (a pipe from sleep): at its end nc would half-close the connection.
+const (
+	tcpPort   = 7777
+	tcpServer = `sleep 1000000 | nc -l -p 7777; echo "server: connection ended"`
+	tcpClient = `i=0; while true; do echo "seq $i"; echo "sent $i" >&2; i=$((i+1)); sleep 0.1; done | nc 127.0.0.1 7777; echo "client: connection ended" >&2`
+)
+
+var seqRE = regexp.MustCompile(`seq (\d+)`)
+
+// seqs are the counter values the server's log holds, in order.
+func seqs(text string) []int {
+	var out []int
+	for _, m := range seqRE.FindAllStringSubmatch(text, -1) {
+		n, _ := strconv.Atoi(m[1])
+		out = append(out, n)
+	}
+	return out
+}
+
+// checkSeqs checks that the server received an unbroken run of the
+// counter: each value once, in order.
+func checkSeqs(t *testing.T, what string, got []int) {
+	t.Helper()
+	for i := 1; i < len(got); i++ {
+		if got[i] != got[i-1]+1 {
+			t.Fatalf("%s: the server received %v: not one stream of the counter", what, got)
+		}
+	}
+}
+
+// clientPorts are the local ports of the established IPv4 connections
+// to 127.0.0.1:tcpPort in the network namespace of pid (the client's
+// ends: the server's, of a socket listening on IPv6's any address, are
+// in tcp6).
+func clientPorts(t *testing.T, pid int) []int {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "net", "tcp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ports []int
+	for _, l := range strings.Split(string(data), "\n")[1:] {
+		f := strings.Fields(l)
+		// local_address rem_address st: 0100007F:A2C4 0100007F:1E61 01
+		if len(f) < 4 || f[3] != "01" || f[2] != fmt.Sprintf("0100007F:%04X", tcpPort) {
+			continue
+		}
+		p, _ := strconv.ParseUint(f[1][strings.IndexByte(f[1], ':')+1:], 16, 16)
+		ports = append(ports, int(p))
+	}
+	return ports
+}
+
+// configDumpTCP reads config.dump's tcpEstablished in the archive at
+// location.
+func configDumpTCP(t *testing.T, location string) bool {
+	t.Helper()
+	f, err := os.Open(location)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			t.Fatalf("%s: no config.dump (%v)", location, err)
+		}
+		if h.Name == "config.dump" {
+			var cfg struct {
+				TCPEstablished bool `json:"tcpEstablished"`
+			}
+			if err := json.NewDecoder(tr).Decode(&cfg); err != nil {
+				t.Fatalf("%s: config.dump: %v", location, err)
+			}
+			return cfg.TCPEstablished
+		}
+	}
+}
+
+// waitServerPast waits until the server's log holds a value past n and
+// returns its values.
+func waitServerPast(t *testing.T, logPath string, n int) []int {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got := seqs(logText(t, logPath))
+		if len(got) > 0 && got[len(got)-1] > n {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server received nothing past %d in 20 s: %v\n%s", n, got, logText(t, logPath))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestCheckpointPodTCP checkpoints and restores a pod whose two
+// containers hold a TCP connection to each other over the pod's
+// loopback: CheckpointPod dumps it (CRIU's tcp-established, recorded in
+// each archive's config.dump), RestorePod and StartContainer of each
+// restore it, and the server goes on receiving the counter through the
+// same connection in the new pod, its first end restored a second
+// before the other. CheckpointContainer of the client alone is refused
+// (no tcp-established for a container's checkpoint) and leaves the
+// connection be. Where CRIU does not work, CheckpointPod is refused and
+// the connection goes on.
+func TestCheckpointPodTCP(t *testing.T) {
+	works := criuWorks(t)
+	e := newEnv(t, framework.WithArgs("--pod-process", "podproc"))
+	ctx := framework.Ctx(t)
+	podCfg := e.podConfig("tcp-pod")
+	pod := e.runPod(podCfg)
+	server := e.run(pod, podCfg, e.ctrConfig("server", tcpServer))
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if r := e.exec(server, 10, "netstat", "-ltn"); strings.Contains(string(r.Stdout), fmt.Sprintf(":%d ", tcpPort)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server does not listen on %d", tcpPort)
+		}
+	}
+	client := e.run(pod, podCfg, e.ctrConfig("client", tcpClient))
+	serverLog := e.status(server).LogPath
+	got := waitServerPast(t, serverLog, 5)
+	checkSeqs(t, "before the checkpoint", got)
+	_, pausePid := e.podStatus(pod)
+	ports := clientPorts(t, pausePid)
+	if len(ports) != 1 {
+		t.Fatalf("established connections to port %d in the pod: from ports %v, want one", tcpPort, ports)
+	}
+	t.Logf("the client's connection: 127.0.0.1:%d -> 127.0.0.1:%d", ports[0], tcpPort)
+
+	out := t.TempDir()
+	checkpoint := func() error {
+		_, err := e.d.Runtime.CheckpointPod(ctx, &runtimeapi.CheckpointPodRequest{PodSandboxId: pod, OutputPath: out, ContainerIds: []string{server, client}})
+		return err
+	}
+	if !works {
+		if err := checkpoint(); status.Code(err) != codes.Unknown || status.Convert(err).Message() != "checkpoint/restore support not available" {
+			t.Fatalf("CheckpointPod without a working CRIU: %v, want Unknown %q", err, "checkpoint/restore support not available")
+		}
+		emptyDir(t, out)
+		got = waitServerPast(t, serverLog, got[len(got)-1]+5)
+		checkSeqs(t, "after the refused checkpoint", got)
+		return
+	}
+
+	// A container's checkpoint does not dump connections: the client's
+	// is refused, and its connection goes on.
+	_, err := e.d.Runtime.CheckpointContainer(ctx, &runtimeapi.CheckpointContainerRequest{ContainerId: client, Location: filepath.Join(t.TempDir(), "client.tar"), Timeout: 120})
+	t.Logf("CheckpointContainer of the client: %v", err)
+	if err == nil {
+		t.Errorf("CheckpointContainer of a container holding an established connection succeeded, want CRIU's refusal")
+	}
+	got = waitServerPast(t, serverLog, got[len(got)-1]+5)
+	checkSeqs(t, "after the container checkpoint", got)
+
+	_, oldPause := e.podStatus(pod)
+	oldNetNS := nsOf(t, oldPause, "net")
+	before := seqs(logText(t, serverLog))
+	last := before[len(before)-1]
+	start := time.Now()
+	if err := checkpoint(); err != nil {
+		t.Fatalf("CheckpointPod: %v", err)
+	}
+	t.Logf("CheckpointPod of a server and a client holding a connection took %s", time.Since(start))
+	for _, id := range []string{server, client} {
+		if !configDumpTCP(t, filepath.Join(out, id+".tar")) {
+			t.Errorf("archive of %s: config.dump does not say tcpEstablished", id)
+		}
+	}
+	// Thawed, the connection unbroken: the old pod goes on.
+	got = waitServerPast(t, serverLog, last+5)
+	checkSeqs(t, "the checkpointed pod after the checkpoint", got)
+
+	newPodCfg := e.podConfig("tcp-restored")
+	start = time.Now()
+	resp, err := e.d.Runtime.RestorePod(ctx, &runtimeapi.RestorePodRequest{CheckpointPath: out, Config: newPodCfg,
+		ContainerConfigs: []*runtimeapi.ContainerConfig{e.ctrConfig("server", "echo not restored"), e.ctrConfig("client", "echo not restored")}})
+	if err != nil {
+		t.Fatalf("RestorePod: %v", err)
+	}
+	t.Logf("RestorePod took %s", time.Since(start))
+	ids := map[string]string{}
+	for _, rc := range resp.RestoredContainers {
+		ids[rc.Name] = rc.ContainerId
+	}
+	_, newPause := e.podStatus(resp.PodSandboxId)
+	// The server first, the client a second later, as a kubelet starts
+	// them one by one: meanwhile the server's end of the connection has
+	// no peer.
+	for i, name := range []string{"server", "client"} {
+		if i > 0 {
+			time.Sleep(time.Second)
+		}
+		start = time.Now()
+		e.start(ids[name])
+		t.Logf("StartContainer of restored %s took %s", name, time.Since(start))
+	}
+	newLog := e.status(ids["server"]).LogPath
+	got = waitServerPast(t, newLog, last+1)
+	for deadline := time.Now().Add(20 * time.Second); len(got) < 20 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		got = seqs(logText(t, newLog))
+	}
+	t.Logf("the server received up to %d before the checkpoint; restored, it received %d values from %d to %d", last, len(got), got[0], got[len(got)-1])
+	if len(got) < 20 || got[0] <= last {
+		t.Fatalf("the restored server received %v: want the counter going on from above %d", got, last)
+	}
+	checkSeqs(t, "the restored pod", got)
+	for _, name := range []string{"server", "client"} {
+		st := e.status(ids[name])
+		if st.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+			t.Errorf("restored %s: %v\n%s", name, st.State, logText(t, st.LogPath))
+			continue
+		}
+		if text := logText(t, st.LogPath); strings.Contains(text, "connection ended") {
+			t.Errorf("restored %s's log: %s", name, text)
+		}
+		pid := e.containerPid(ids[name])
+		if got, want := nsOf(t, pid, "net"), nsOf(t, newPause, "net"); got != want || got == oldNetNS {
+			t.Errorf("restored %s in netns %s, want the new pod's %s (the old pod's was %s)", name, got, want, oldNetNS)
+		}
+	}
+	if got := clientPorts(t, newPause); len(got) != 1 || got[0] != ports[0] {
+		t.Errorf("established connections to port %d in the new pod: from ports %v, want the one from %d (not a new one)", tcpPort, got, ports[0])
+	}
+	// The hold of the pod's loopback resets ended with the last restore.
+	if rules := nsenter(t, newPause, "-n", "iptables", "-w", "-S", "OUTPUT"); strings.Contains(rules, "berth") {
+		t.Errorf("the new pod's OUTPUT chain after the restores:\n%s", rules)
+	}
+	e.removePod(resp.PodSandboxId)
+	e.removePod(pod)
 }
