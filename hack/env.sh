@@ -32,3 +32,14 @@ export BERTH_KIND="${BERTH_KIND:-$BERTH_CACHE/kind-$KIND_VERSION/kind}"
 export BERTH_DEBS="${BERTH_DEBS:-$BERTH_CACHE/debs}"
 export BERTH_IMAGES="${BERTH_IMAGES:-$BERTH_CACHE/images}"
 export BERTH_MKIMAGE="${BERTH_MKIMAGE:-$BERTH_OUTPUT/bin/mkimage}"
+
+# berth_arch ARCH points the cached binaries' paths at ARCH's own
+# directories, cross-built beside the host's (hack/kind --arch arm64); for
+# the host's architecture it changes nothing.
+berth_arch() {
+	[[ "$1" == "$(go env GOHOSTARCH)" ]] && return 0
+	export BERTH_KUBELET_DIR="$BERTH_CACHE/kubernetes-$KUBERNETES_VERSION-linux-$1"
+	export BERTH_ETCD="$BERTH_CACHE/etcd-$ETCD_VERSION-linux-$1/etcd"
+	export BERTH_CNI_BIN_DIR="$BERTH_CACHE/cni-plugins-$CNI_PLUGINS_VERSION-linux-$1"
+	export BERTH_CRICTL="$BERTH_CACHE/cri-tools-$CRI_TOOLS_VERSION-linux-$1/crictl"
+}

@@ -63,7 +63,8 @@ go_static() {
 in_rootfs_exec() {
 	local layers="$1" w rc=0; shift
 	w="$(mktemp -d)"
-	IN_ROOTFS_USER="${IN_ROOTFS_USER:-}" unshare -m -p -n -f sh -c '
+	# shellcheck disable=SC2086 # IN_ROOTFS_WRAP is a command line (foreignarch)
+	IN_ROOTFS_USER="${IN_ROOTFS_USER:-}" ${IN_ROOTFS_WRAP:-} unshare -m -p -n -f sh -c '
 		set -e
 		layers="$1" w="$2"; shift 2
 		mount --make-rprivate /

@@ -304,7 +304,7 @@ var configKeys = []struct {
 // berthConfig writes the node's berth config with the keys the installed
 // berth knows (`berth config default` lists them all).
 func (b *builder) berthConfig(ctx context.Context) ([]byte, error) {
-	out, err := exec.CommandContext(ctx, filepath.Join(b.berthDir, "berth"), "config", "default").Output()
+	out, err := exec.CommandContext(ctx, b.hostBerth, "config", "default").Output()
 	if err != nil {
 		return nil, fmt.Errorf("berth config default: %w", err)
 	}
@@ -371,7 +371,7 @@ func (b *builder) preload(ctx context.Context, _, root string, archives []string
 	// the node's berth will open it, not as the host's config says.
 	args := append([]string{"images", "import", "--config", filepath.Join(root, "etc/berth/config.toml"),
 		"--root", store, "--pinned"}, archives...)
-	cmd := exec.CommandContext(ctx, filepath.Join(b.berthDir, "berth"), args...)
+	cmd := exec.CommandContext(ctx, b.hostBerth, args...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("preload images: %w\n%s", err, out)
@@ -406,7 +406,10 @@ func checkStore(store string) error {
 // this program's sources, every item and every preloaded archive.
 func (b *builder) inputsHash(items []item, preloads []string) (string, error) {
 	h := sha256.New()
-	fmt.Fprintf(h, "rootfs %s\nkubernetes %s\nruntime %s\n", rootfsKey(), b.kubeVersion, b.runtime)
+	fmt.Fprintf(h, "rootfs %s\nkubernetes %s\nruntime %s\n", b.rootfsKey(), b.kubeVersion, b.runtime)
+	if b.foreign() {
+		fmt.Fprintf(h, "arch %s\n", b.arch)
+	}
 	sources, err := filepath.Glob(filepath.Join(b.srcDir, "*.go"))
 	if err != nil {
 		return "", err
@@ -554,7 +557,8 @@ func (b *builder) dockerImage(ctx context.Context, dir, root, tag, sum string) e
 	if err := tarCmd.Start(); err != nil {
 		return fmt.Errorf("tar the node's root: %w", err)
 	}
-	importErr := docker(ctx, stream, nil, "import", "-", base)
+	platform := "linux/" + b.arch
+	importErr := docker(ctx, stream, nil, "import", "--platform", platform, "-", base)
 	if err := tarCmd.Wait(); err != nil {
 		return fmt.Errorf("tar the node's root: %w: %s", err, tarErr.String())
 	}
@@ -577,7 +581,7 @@ ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]
 	if err := os.WriteFile(filepath.Join(ctxDir, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
 		return err
 	}
-	if err := docker(ctx, nil, []string{"DOCKER_BUILDKIT=0"}, "build", "--quiet", "--tag", tag, ctxDir); err != nil {
+	if err := docker(ctx, nil, []string{"DOCKER_BUILDKIT=0"}, "build", "--quiet", "--platform", platform, "--tag", tag, ctxDir); err != nil {
 		return fmt.Errorf("docker build: %w", err)
 	}
 	// The build's image holds the layer; the base's tag is of no more use.

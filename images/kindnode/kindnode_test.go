@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 )
 
@@ -119,11 +120,40 @@ func TestTrimAndInstallMergedUsr(t *testing.T) {
 }
 
 func TestRootfsKeyIgnoresPackageOrder(t *testing.T) {
-	before := rootfsKey()
+	var b builder
+	b.arch = runtime.GOARCH
+	before := b.rootfsKey()
 	saved := packages
 	defer func() { packages = saved }()
 	packages = append([]string{saved[len(saved)-1]}, saved[:len(saved)-1]...)
-	if got := rootfsKey(); got != before {
+	if got := b.rootfsKey(); got != before {
 		t.Errorf("rootfsKey changed with the package order: %s, then %s", before, got)
+	}
+}
+
+// TestArchNames: the host's root and tags keep the names cached images
+// already have; another architecture's are named apart.
+func TestArchNames(t *testing.T) {
+	for _, tc := range []struct {
+		arch, suffix string
+		key          string // "" where it must differ from the host's
+	}{
+		{arch: runtime.GOARCH, suffix: "", key: "5985e3f2c3a8"},
+		{arch: "arm64", suffix: "-arm64"},
+	} {
+		if tc.arch == "arm64" && runtime.GOARCH == "arm64" {
+			continue
+		}
+		b := builder{arch: tc.arch}
+		if got := b.archSuffix(); got != tc.suffix {
+			t.Errorf("%s: archSuffix %q, want %q", tc.arch, got, tc.suffix)
+		}
+		host := builder{arch: runtime.GOARCH}
+		switch got := b.rootfsKey(); {
+		case tc.key != "" && got != tc.key:
+			t.Errorf("%s: rootfsKey %s, want %s (the cached root's name)", tc.arch, got, tc.key)
+		case tc.key == "" && got == host.rootfsKey():
+			t.Errorf("%s: rootfsKey %s is the host's", tc.arch, got)
+		}
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"syscall"
 )
 
@@ -58,6 +59,9 @@ func run(args []string) error {
 	fs.StringVar(&b.containerdDir, "containerd-dir", "", "directory holding containerd, containerd-shim-runc-v2 and ctr (required with -runtime containerd; hack/install-containerd)")
 	fs.StringVar(&b.runc, "runc", "", "the runc binary (required with -runtime containerd)")
 	fs.StringVar(&b.repo, "repo", "", "repository of the image's tag (default berth/node, or berth/node-containerd for the twin)")
+	fs.StringVar(&b.arch, "arch", runtime.GOARCH, "the node's architecture (GOARCH): the host's, or arm64 on amd64 from binaries cross-built for it")
+	fs.StringVar(&b.foreignArch, "foreignarch", "", "test/tools/foreignarch, which runs debootstrap's second stage for another -arch (required with one)")
+	fs.StringVar(&b.hostBerth, "host-berth", "", "a berth binary this host runs, for its config and image import (default: -berth-dir's, which must be the host's architecture)")
 	fs.BoolVar(&b.keepOld, "keep-old", false, "keep the older images of the repository (by default a build removes those no container uses)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -65,14 +69,23 @@ func run(args []string) error {
 	if b.cacheDir == "" {
 		return errors.New("-cache is required")
 	}
+	if b.foreign() && b.foreignArch == "" {
+		return fmt.Errorf("-arch %s on %s needs -foreignarch", b.arch, runtime.GOARCH)
+	}
+	if b.hostBerth == "" {
+		if b.foreign() {
+			return fmt.Errorf("-arch %s on %s needs -host-berth", b.arch, runtime.GOARCH)
+		}
+		b.hostBerth = filepath.Join(b.berthDir, "berth")
+	}
 	switch b.runtime {
 	case runtimeBerth:
 		if b.repo == "" {
-			b.repo = "berth/node"
+			b.repo = "berth/node" + b.archSuffix()
 		}
 	case runtimeContainerd:
 		if b.repo == "" {
-			b.repo = "berth/node-containerd"
+			b.repo = "berth/node-containerd" + b.archSuffix()
 		}
 	default:
 		return fmt.Errorf("-runtime %q: want %s or %s", b.runtime, runtimeBerth, runtimeContainerd)
@@ -132,7 +145,23 @@ type builder struct {
 	containerdDir string
 	runc          string
 
+	arch        string // GOARCH of the node
+	foreignArch string // test/tools/foreignarch, for an arch not the host's
+	hostBerth   string // berth for this host: config default, images import
+
 	keepOld bool
+}
+
+// foreign says whether the node is of another architecture than the host.
+func (b *builder) foreign() bool { return b.arch != runtime.GOARCH }
+
+// archSuffix is "" for the host's architecture and "-ARCH" for another:
+// the cache names and tags of the host's images stay as they always were.
+func (b *builder) archSuffix() string {
+	if !b.foreign() {
+		return ""
+	}
+	return "-" + b.arch
 }
 
 // The node runtimes the builder knows.

@@ -37,18 +37,22 @@ const rootfsRecipe = "1"
 
 // rootfsKey names the root filesystem by what it is made of. The mirror is
 // not part of it: any mirror serves the same packages.
-func rootfsKey() string {
+// Another architecture's root is named apart; the host's keeps its name.
+func (b *builder) rootfsKey() string {
 	pkgs := slices.Clone(packages)
 	slices.Sort(pkgs)
 	h := sha256.New()
 	fmt.Fprintf(h, "recipe %s\nsuite %s\nvariant %s\npackages %s\n", rootfsRecipe, suite, variant, strings.Join(pkgs, ","))
+	if b.foreign() {
+		fmt.Fprintf(h, "arch %s\n", b.arch)
+	}
 	return hex.EncodeToString(h.Sum(nil))[:12]
 }
 
 // rootfs returns the cached root filesystem tar, making it with
 // debootstrap if it is missing (~6 minutes, download-bound).
 func (b *builder) rootfs(ctx context.Context) (string, error) {
-	path := filepath.Join(b.cacheDir, fmt.Sprintf("rootfs-%s-%s.tar", suite, rootfsKey()))
+	path := filepath.Join(b.cacheDir, fmt.Sprintf("rootfs-%s%s-%s.tar", suite, b.archSuffix(), b.rootfsKey()))
 	if _, err := os.Stat(path); err == nil {
 		return path, nil
 	}
@@ -79,10 +83,9 @@ func (b *builder) rootfs(ctx context.Context) (string, error) {
 	defer removeTree(b.log, dir)
 	root := filepath.Join(dir, "root")
 	start := time.Now()
-	b.log.Info("debootstrap", "suite", suite, "mirror", mirror, "packages", len(packages))
-	if err := runLogged(ctx, filepath.Join(dir, "debootstrap.log"), "debootstrap",
-		"--variant="+variant, "--include="+strings.Join(packages, ","), suite, root, mirror); err != nil {
-		return "", fmt.Errorf("debootstrap %s: %w", suite, err)
+	b.log.Info("debootstrap", "suite", suite, "arch", b.arch, "mirror", mirror, "packages", len(packages))
+	if err := b.debootstrap(ctx, dir, root, mirror); err != nil {
+		return "", err
 	}
 	b.log.Info("debootstrap done", "seconds", int(time.Since(start).Seconds()))
 
@@ -107,6 +110,30 @@ func (b *builder) rootfs(ctx context.Context) (string, error) {
 	}
 	b.log.Info("rootfs cached", "path", path)
 	return path, nil
+}
+
+// debootstrap makes the root. Another architecture's is made in two
+// stages: the packages unpacked here, then configured by their own
+// (emulated) binaries in the chroot, under foreignarch.
+func (b *builder) debootstrap(ctx context.Context, dir, root, mirror string) error {
+	args := []string{"--variant=" + variant, "--include=" + strings.Join(packages, ",")}
+	if b.foreign() {
+		args = append(args, "--arch="+b.arch, "--foreign")
+	}
+	args = append(args, suite, root, mirror)
+	if err := runLogged(ctx, filepath.Join(dir, "debootstrap.log"), "debootstrap", args...); err != nil {
+		return fmt.Errorf("debootstrap %s: %w", suite, err)
+	}
+	if !b.foreign() {
+		return nil
+	}
+	// container=lxc: a user namespace cannot mknod, so debootstrap must
+	// skip its device-node check and bind /dev, as it does in LXC.
+	if err := runLogged(ctx, filepath.Join(dir, "second-stage.log"), b.foreignArch, "-arch", b.arch, "--",
+		"env", "container=lxc", "chroot", root, "/debootstrap/debootstrap", "--second-stage"); err != nil {
+		return fmt.Errorf("debootstrap %s (%s), second stage: %w", suite, b.arch, err)
+	}
+	return nil
 }
 
 // aptMirror returns the first URI of a deb822 sources file's stanza that

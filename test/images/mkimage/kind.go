@@ -44,6 +44,9 @@ type kindTags struct {
 	coredns    string // v1.14.6
 	pause      string // 3.10.2
 	flannel    string // v0.28.10
+	// platform the binaries were built for: linux/amd64, or linux/arm64
+	// for the arm64 node image.
+	platform v1.Platform
 }
 
 // staticBase is what a distroless static base has that the binaries use: the
@@ -65,7 +68,7 @@ var staticBase = entriesLayer{"static base: users, nsswitch.conf, /tmp", []entry
 // kindImage is one image of the node: its name (the -rootfs name of its own
 // layer and the tar's name), its reference, its entrypoint, and whether it
 // needs the iptables layer.
-func kindImage(name, ref string, iptables bool, entrypoint ...string) imageSpec {
+func kindImage(platform v1.Platform, name, ref string, iptables bool, entrypoint ...string) imageSpec {
 	layers := []layerSource{staticBase}
 	if iptables {
 		layers = append(layers, rootfsLayer{"iptables"})
@@ -74,7 +77,7 @@ func kindImage(name, ref string, iptables bool, entrypoint ...string) imageSpec 
 		name:     "kind-" + name,
 		refs:     []string{ref},
 		oci:      true,
-		platform: linuxAMD64,
+		platform: platform,
 		config:   v1.Config{Entrypoint: entrypoint, Env: []string{defaultPath}},
 		layers:   append(layers, rootfsLayer{name}),
 	}
@@ -82,6 +85,9 @@ func kindImage(name, ref string, iptables bool, entrypoint ...string) imageSpec 
 
 func kindImages(t kindTags) []imageSpec {
 	const k8s = "registry.k8s.io/"
+	kindImage := func(name, ref string, iptables bool, entrypoint ...string) imageSpec {
+		return kindImage(t.platform, name, ref, iptables, entrypoint...)
+	}
 	coredns := kindImage("coredns", k8s+"coredns/coredns:"+t.coredns, false, "/coredns")
 	coredns.config.ExposedPorts = map[string]struct{}{"53/tcp": {}, "53/udp": {}}
 	return []imageSpec{
@@ -96,7 +102,7 @@ func kindImages(t kindTags) []imageSpec {
 			name:     "kind-pause",
 			refs:     []string{k8s + "pause:" + t.pause},
 			oci:      true,
-			platform: linuxAMD64,
+			platform: t.platform,
 			config:   v1.Config{Entrypoint: []string{"/pause"}, User: "65535:65535"},
 			layers:   []layerSource{rootfsLayer{"pause"}},
 		},

@@ -13,7 +13,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
-var testTags = kindTags{kubernetes: "v1.37.2", etcd: "3.7.0-0", coredns: "v1.14.6", pause: "3.10.2", flannel: "v0.28.10"}
+var testTags = kindTags{kubernetes: "v1.37.2", etcd: "3.7.0-0", coredns: "v1.14.6", pause: "3.10.2", flannel: "v0.28.10", platform: linuxAMD64}
 
 // TestKind builds the kind table from fake root filesystems twice (the second
 // time from the cache) and checks every tar: an OCI layout whose index names
@@ -123,5 +123,18 @@ func TestKind(t *testing.T) {
 	// One base layer for all, stored once in the node.
 	if len(baseLayers) != 1 {
 		t.Errorf("static base layers %v, want one digest", baseLayers)
+	}
+}
+
+// TestKindPlatform: every image of the table is of the binaries' platform.
+func TestKindPlatform(t *testing.T) {
+	for _, p := range []v1.Platform{linuxAMD64, linuxARM64} {
+		tags := testTags
+		tags.platform = p
+		for _, s := range kindImages(tags) {
+			if s.platform.Architecture != p.Architecture || s.platform.OS != "linux" {
+				t.Errorf("%s for %s: platform %+v", s.name, p.Architecture, s.platform)
+			}
+		}
 	}
 }

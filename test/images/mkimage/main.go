@@ -4,7 +4,7 @@
 //	mkimage build -out DIR -rootfs NAME=DIR ...   build every image of the table (images.go)
 //	                                              into DIR/oci/NAME/KEY (OCI layouts), reusing
 //	                                              any whose inputs did not change; write DIR/current.json
-//	mkimage kind -out DIR -dest DEST -rootfs NAME=DIR ... -kubernetes V -etcd TAG -coredns V -pause TAG -flannel V
+//	mkimage kind -out DIR -dest DEST -rootfs NAME=DIR ... -kubernetes V -etcd TAG -coredns V -pause TAG -flannel V [-arch arm64]
 //	                                              build the kind node's images (kind.go) into DIR/oci the
 //	                                              same way; write DEST/NAME.tar (OCI layout, reference
 //	                                              annotated) for each and DEST/images.txt
@@ -48,7 +48,7 @@ func (f rootfsFlag) Set(v string) error {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, `usage: mkimage build -out DIR [-rootfs NAME=DIR ...]
-       mkimage kind -out DIR -dest DEST [-rootfs NAME=DIR ...] -kubernetes V -etcd TAG -coredns V -pause TAG -flannel V
+       mkimage kind -out DIR -dest DEST [-rootfs NAME=DIR ...] -kubernetes V -etcd TAG -coredns V -pause TAG -flannel V [-arch arm64]
        mkimage e2e -out DIR [-rootfs NAME=DIR ...] -agnhost TAG[,TAG...]
        mkimage push -images DIR -registry HOST:PORT [-user USER -password PASSWORD] [-jobs N] [-current FILE]
        mkimage list
@@ -90,7 +90,16 @@ func main() {
 		fs.StringVar(&t.coredns, "coredns", "", "tag of coredns")
 		fs.StringVar(&t.pause, "pause", "", "tag of pause")
 		fs.StringVar(&t.flannel, "flannel", "", "tag of flannel")
+		arch := fs.String("arch", "amd64", "architecture of the binaries: amd64 or arm64")
 		fs.Parse(args)
+		switch *arch {
+		case "amd64":
+			t.platform = linuxAMD64
+		case "arm64":
+			t.platform = linuxARM64
+		default:
+			log.Fatalf("kind: -arch %q: want amd64 or arm64", *arch)
+		}
 		if *out == "" || *dest == "" || t.kubernetes == "" || t.etcd == "" || t.coredns == "" || t.pause == "" || t.flannel == "" {
 			log.Fatal("kind: -out (or $BERTH_IMAGES), -dest and every tag are required")
 		}

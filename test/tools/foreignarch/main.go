@@ -10,8 +10,9 @@
 // (so files keep their real owners: debootstrap's second stage chowns to
 // the packages' system users), with its own mount, PID and network
 // namespaces (debootstrap mounts /proc and /sys in the chroot, which a user
-// namespace may do only for namespaces it owns). The handler has QEMU's F
-// flag: the emulator is opened here, so a chroot need not contain it.
+// namespace may do only for namespaces it owns). The handler has the F and
+// P flags: the emulator is opened here, so a chroot need not contain it, and
+// argv[0] is kept.
 package main
 
 import (
@@ -106,7 +107,10 @@ func register(name, magic, mask, emulator string) error {
 	if _, err := os.Stat(emulator); err != nil {
 		return fmt.Errorf("emulator (Debian's qemu-user-static): %w", err)
 	}
-	rule := fmt.Sprintf(":%s:M::%s:%s:%s:F", name, magic, mask, emulator)
+	// F: the emulator is opened now, not looked up in a chroot. P: the
+	// program gets its own argv[0], which multi-call binaries (iptables'
+	// xtables-nft-multi, busybox) dispatch on.
+	rule := fmt.Sprintf(":%s:M::%s:%s:%s:FP", name, magic, mask, emulator)
 	if err := os.WriteFile(dir+"/register", []byte(rule), 0); err != nil {
 		return fmt.Errorf("register %s: %w", name, err)
 	}

@@ -24,7 +24,8 @@ func TestRunsForeignBinary(t *testing.T) {
 	if err := os.MkdirAll(src, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	prog := "package main\nimport (\"fmt\"; \"runtime\")\nfunc main() { fmt.Println(runtime.GOARCH) }\n"
+	prog := "package main\nimport (\"fmt\"; \"os\"; \"runtime\")\n" +
+		"func main() { if len(os.Args) > 1 { fmt.Println(os.Args[0]); return }; fmt.Println(runtime.GOARCH) }\n"
 	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte(prog), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -41,6 +42,8 @@ func TestRunsForeignBinary(t *testing.T) {
 	}{
 		{name: "arm64 binary", args: []string{"--", hello}, want: "arm64"},
 		{name: "exit status", args: []string{"--", "sh", "-c", "exit 3"}, fail: true},
+		// A multi-call binary dispatches on argv[0], which the P flag keeps.
+		{name: "argv0", args: []string{"--", "bash", "-c", "exec -a named " + hello + " argv0"}, want: "named"},
 		{name: "unknown arch", args: []string{"-arch", "mips", "--", hello}, fail: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
