@@ -48,6 +48,16 @@ type ImageConfig struct {
 	Mirror string // Debian mirror, e.g. http://deb.debian.org/debian
 	Suite  string // root file system's Debian suite
 	Kernel string // a key of Kernels
+	// Arch is the machine's architecture, a GOARCH: amd64 (also when
+	// empty) or arm64, emulated by QEMU's virt machine.
+	Arch string
+	// ForeignArch is the foreignarch tool (test/tools/foreignarch) that
+	// runs a foreign architecture's chroot steps; "foreignarch" on PATH
+	// when empty.
+	ForeignArch string
+	// HeavyLock is a lock file held while debootstrap runs, so that it
+	// does not share the cores with another heavy build; none if empty.
+	HeavyLock string
 	// Extra are packages beyond Packages: a variant of the image with
 	// its own root file system and name (hack/vm-kind's docker.io).
 	Extra []string
@@ -62,6 +72,7 @@ type Image struct {
 	Kernel string // vmlinuz
 	Initrd string // busybox initramfs that loads virtio_blk and mounts the root
 	KVer   string // the kernel's release, as uname -r prints it
+	Arch   string // the machine's architecture, a GOARCH
 }
 
 // BuildImage returns the image for cfg, building and caching whatever is
@@ -71,6 +82,11 @@ func BuildImage(ctx context.Context, cfg ImageConfig) (*Image, error) {
 	if !ok {
 		return nil, fmt.Errorf("unknown kernel %q (want one of 6.1, 6.12)", cfg.Kernel)
 	}
+	arch, _, err := lookupArch(cfg.Arch)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Arch = arch
 	kdeb, err := fetchKernel(ctx, cfg, ksuite)
 	if err != nil {
 		return nil, fmt.Errorf("kernel %s: %w", cfg.Kernel, err)
@@ -79,34 +95,68 @@ func BuildImage(ctx context.Context, cfg ImageConfig) (*Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("root file system %s: %w", cfg.Suite, err)
 	}
-	key := hashOf(imageFormat, filepath.Base(rootTar), filepath.Base(kdeb), embeddedHash())
-	// A variant is named by its extra packages, so that neither image
-	// counts the other as stale.
-	name := "image-" + cfg.Suite + "-" + cfg.Kernel
-	for _, p := range cfg.Extra {
-		name += "+" + p
+	keyParts := []string{imageFormat, filepath.Base(rootTar), filepath.Base(kdeb), embeddedHash()}
+	// The host's busybox serves amd64 (and is no input of its key, as it
+	// never was); a foreign architecture's comes from Debian.
+	busybox := ""
+	if foreign(arch) {
+		bdeb, err := fetchBusybox(ctx, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("busybox for %s: %w", arch, err)
+		}
+		busybox = bdeb
+		keyParts = append(keyParts, filepath.Base(bdeb))
 	}
+	key := hashOf(keyParts...)
+	name := imageName(cfg.Suite, cfg.Kernel, arch, cfg.Extra)
 	dir := filepath.Join(cfg.Cache, name+"-"+key[:16])
-	img, err := loadImage(dir)
+	img, err := loadImage(dir, arch)
 	if err == nil {
 		return img, nil
 	}
 	cfg.Log.Info("building VM image", "dir", dir)
-	if err := assemble(ctx, cfg, dir, rootTar, kdeb); err != nil {
+	if err := assemble(ctx, cfg, dir, rootTar, kdeb, busybox); err != nil {
 		os.RemoveAll(dir + ".tmp")
 		return nil, err
 	}
 	// Images of older inputs are never booted again.
-	stale, _ := filepath.Glob(filepath.Join(cfg.Cache, name+"-*"))
-	for _, d := range stale {
-		if d != dir {
+	entries, _ := os.ReadDir(cfg.Cache)
+	for _, e := range entries {
+		if d := filepath.Join(cfg.Cache, e.Name()); d != dir && isImageOf(e.Name(), name) {
 			os.RemoveAll(d)
 		}
 	}
-	return loadImage(dir)
+	return loadImage(dir, arch)
 }
 
-func loadImage(dir string) (*Image, error) {
+// imageName names an image without its key: the suite, the kernel, the
+// architecture (none for amd64, whose images keep the names they always
+// had) and the extra packages, so that no variant counts another as stale.
+func imageName(suite, kernel, arch string, extra []string) string {
+	name := "image-" + suite + "-" + kernel + archs[arch].suffix
+	for _, p := range extra {
+		name += "+" + p
+	}
+	return name
+}
+
+// isImageOf says whether dir is name followed by a key: only then is it
+// an older image of the same variant (image-bookworm-6.1-arm64-KEY is not
+// one of image-bookworm-6.1).
+func isImageOf(dir, name string) bool {
+	key, ok := strings.CutPrefix(dir, name+"-")
+	if !ok || len(key) != 16 {
+		return false
+	}
+	for _, c := range key {
+		if !strings.ContainsRune("0123456789abcdef", c) {
+			return false
+		}
+	}
+	return true
+}
+
+func loadImage(dir, arch string) (*Image, error) {
 	kver, err := os.ReadFile(filepath.Join(dir, "kernel-release"))
 	if err != nil {
 		return nil, err
@@ -117,6 +167,7 @@ func loadImage(dir string) (*Image, error) {
 		Kernel: filepath.Join(dir, "vmlinuz"),
 		Initrd: filepath.Join(dir, "initrd.cpio"),
 		KVer:   strings.TrimSpace(string(kver)),
+		Arch:   arch,
 	}
 	for _, f := range []string{img.Root, img.Kernel, img.Initrd} {
 		if _, err := os.Stat(f); err != nil {
@@ -129,7 +180,7 @@ func loadImage(dir string) (*Image, error) {
 // assemble unpacks the root and the kernel into a work directory, adds the
 // test bed's files, and writes the root disk and the initramfs; the
 // finished directory appears under its final name only when complete.
-func assemble(ctx context.Context, cfg ImageConfig, dir, rootTar, kdeb string) error {
+func assemble(ctx context.Context, cfg ImageConfig, dir, rootTar, kdeb, busyboxDeb string) error {
 	tmp := dir + ".tmp"
 	os.RemoveAll(tmp)
 	root := filepath.Join(tmp, "root")
@@ -143,7 +194,7 @@ func assemble(ctx context.Context, cfg ImageConfig, dir, rootTar, kdeb string) e
 		{"unpack root", func() error { return run(ctx, cfg.Log, "tar", "-xpf", rootTar, "-C", root) }},
 		{"unpack kernel", func() error { return unpackDeb(ctx, cfg, kdeb, root) }},
 		{"configure root", func() error { return configureRoot(ctx, cfg, root) }},
-		{"initramfs", func() error { return buildInitramfs(ctx, cfg, root, tmp) }},
+		{"initramfs", func() error { return buildInitramfs(ctx, cfg, root, tmp, busyboxDeb) }},
 		{"root disk", func() error { return rootDisk(ctx, cfg, root, tmp) }},
 	}
 	for _, s := range steps {
@@ -196,14 +247,14 @@ func configureRoot(ctx context.Context, cfg ImageConfig, root string) error {
 		return err
 	}
 	cmds := [][]string{
-		{"chroot", root, "/usr/sbin/depmod", "-a", kver},
-		{"chroot", root, "/usr/bin/systemctl", "enable", "berth-vm-job.service"},
-		{"chroot", root, "/usr/bin/systemctl", "mask", "systemd-timesyncd.service", "apt-daily.timer",
+		{"/usr/sbin/depmod", "-a", kver},
+		{"/usr/bin/systemctl", "enable", "berth-vm-job.service"},
+		{"/usr/bin/systemctl", "mask", "systemd-timesyncd.service", "apt-daily.timer",
 			"apt-daily-upgrade.timer", "e2scrub_all.timer", "fstrim.timer", "getty@tty1.service",
-			"serial-getty@ttyS0.service", "systemd-networkd-wait-online.service"},
+			"serial-getty@" + archs[cfg.Arch].console + ".service", "systemd-networkd-wait-online.service"},
 	}
 	for _, c := range cmds {
-		if err := run(ctx, cfg.Log, c[0], c[1:]...); err != nil {
+		if err := runIn(ctx, cfg, root, c...); err != nil {
 			return err
 		}
 	}

@@ -10,28 +10,30 @@ import (
 	"strings"
 )
 
-// bootModules are what the kernel needs, in load order, to see the root
-// disk: Debian's cloud kernels build virtio_blk and its bus as modules.
-var bootModules = []string{
-	"virtio_ring", "virtio", "virtio_pci_legacy_dev", "virtio_pci_modern_dev", "virtio_pci", "virtio_blk",
-}
-
-// buildInitramfs writes initrd.cpio: the host's static busybox, the boot
-// modules (uncompressed, for busybox's insmod) and an init that loads them,
-// mounts the root disk and switches to it.
-func buildInitramfs(ctx context.Context, cfg ImageConfig, root, dir string) error {
+// buildInitramfs writes initrd.cpio: a static busybox (the host's, or
+// for a foreign architecture the one in busyboxDeb), the boot modules
+// (uncompressed, for busybox's insmod) and an init that loads them, mounts
+// the root disk and switches to it.
+func buildInitramfs(ctx context.Context, cfg ImageConfig, root, dir, busyboxDeb string) error {
 	stage := filepath.Join(dir, "initramfs")
 	for _, d := range []string{"bin", "dev", "proc", "sys", "newroot", "modules"} {
 		if err := os.MkdirAll(filepath.Join(stage, d), 0o755); err != nil {
 			return err
 		}
 	}
-	busybox, err := exec.LookPath("busybox")
-	if err != nil {
-		return fmt.Errorf("static busybox (Debian's busybox-static): %w", err)
-	}
-	if err := run(ctx, cfg.Log, "cp", busybox, filepath.Join(stage, "bin/busybox")); err != nil {
-		return err
+	if busyboxDeb != "" {
+		script := `dpkg-deb --fsys-tarfile "$1" | tar -xO ./bin/busybox > "$2" && chmod 755 "$2"`
+		if err := run(ctx, cfg.Log, "sh", "-c", script, "sh", busyboxDeb, filepath.Join(stage, "bin/busybox")); err != nil {
+			return fmt.Errorf("busybox from %s: %w", busyboxDeb, err)
+		}
+	} else {
+		busybox, err := exec.LookPath("busybox")
+		if err != nil {
+			return fmt.Errorf("static busybox (Debian's busybox-static): %w", err)
+		}
+		if err := run(ctx, cfg.Log, "cp", busybox, filepath.Join(stage, "bin/busybox")); err != nil {
+			return err
+		}
 	}
 	init, err := files.ReadFile("files/initramfs/init")
 	if err != nil {
@@ -40,7 +42,7 @@ func buildInitramfs(ctx context.Context, cfg ImageConfig, root, dir string) erro
 	if err := os.WriteFile(filepath.Join(stage, "init"), init, 0o755); err != nil {
 		return err
 	}
-	if err := copyBootModules(ctx, root, filepath.Join(stage, "modules")); err != nil {
+	if err := copyBootModules(ctx, root, filepath.Join(stage, "modules"), archs[cfg.Arch].bootModules); err != nil {
 		return err
 	}
 	c := exec.CommandContext(ctx, "sh", "-c", "find . | cpio -o -H newc --quiet > ../initrd.cpio")
@@ -53,7 +55,7 @@ func buildInitramfs(ctx context.Context, cfg ImageConfig, root, dir string) erro
 
 // copyBootModules puts each boot module that is not built in into dst as
 // NN-name.ko, so that init loads them in order by name.
-func copyBootModules(ctx context.Context, root, dst string) error {
+func copyBootModules(ctx context.Context, root, dst string, bootModules []string) error {
 	kver, err := kernelRelease(root)
 	if err != nil {
 		return err

@@ -173,7 +173,11 @@ func boot(ctx context.Context, cfg RunConfig, work, job, init string) error {
 	if err != nil {
 		return err
 	}
-	args := accel()
+	arch, spec, err := lookupArch(cfg.Image.Arch)
+	if err != nil {
+		return err
+	}
+	args := machineArgs(arch, hostArch, kvm())
 	if !cfg.Reboot {
 		// A reboot (a panic's, too: panic=-1) ends the run.
 		args = append(args, "-no-reboot")
@@ -182,7 +186,7 @@ func boot(ctx context.Context, cfg RunConfig, work, job, init string) error {
 		"-smp", strconv.Itoa(cfg.CPUs), "-m", strconv.Itoa(cfg.MemMiB),
 		"-nodefaults", "-nic", "none", "-display", "none",
 		"-kernel", cfg.Image.Kernel, "-initrd", cfg.Image.Initrd,
-		"-append", "console=ttyS0 loglevel=4 panic=-1 systemd.unified_cgroup_hierarchy=1 systemd.show_status=0 berth.init="+init+" "+cfg.Append,
+		"-append", "console="+spec.console+" loglevel=4 panic=-1 systemd.unified_cgroup_hierarchy=1 systemd.show_status=0 berth.init="+init+" "+cfg.Append,
 		"-drive", drive,
 		"-drive", "file="+job+",format=raw,if=virtio",
 		"-device", "virtio-rng-pci",
@@ -194,7 +198,7 @@ func boot(ctx context.Context, cfg RunConfig, work, job, init string) error {
 	for _, d := range cfg.Disks {
 		args = append(args, "-drive", "file="+d+",format=raw,if=virtio")
 	}
-	qemu := exec.CommandContext(ctx, "qemu-system-x86_64", args...)
+	qemu := exec.CommandContext(ctx, spec.qemu, args...)
 	// The root disk's snapshot overlay goes where TMPDIR says: the run's
 	// work directory, removed with it.
 	qemu.Env = append(os.Environ(), "TMPDIR="+work)
@@ -267,18 +271,19 @@ func copyFrom(path string, off int64, w io.Writer) int64 {
 	return off + n
 }
 
-// accel uses KVM where the host has working hardware virtualization and
-// QEMU's TCG elsewhere. /dev/kvm alone is not enough: this development
-// machine registers one (PVM) without vmx/svm, and a stock guest kernel
-// hangs on it at once.
-func accel() []string {
+// kvm says whether the host has working hardware virtualization, where
+// machines of its own architecture use KVM (machineArgs), and QEMU's TCG
+// elsewhere. /dev/kvm alone is not enough: this development machine
+// registers one (PVM) without vmx/svm, and a stock guest kernel hangs on it
+// at once.
+func kvm() bool {
 	cpuinfo, _ := os.ReadFile("/proc/cpuinfo")
 	hw := bytes.Contains(cpuinfo, []byte(" vmx")) || bytes.Contains(cpuinfo, []byte(" svm"))
 	if f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0); err == nil && hw {
 		f.Close()
-		return []string{"-accel", "kvm", "-cpu", "host"}
+		return true
 	}
-	return []string{"-accel", "tcg,thread=multi", "-cpu", "max"}
+	return false
 }
 
 // jobExitCode reads /rc from the job disk, which the machine wrote last.

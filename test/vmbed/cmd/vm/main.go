@@ -1,6 +1,6 @@
 // Command vm is the test bed's entry point (hack/vm wraps it):
 //
-//	vm image [--kernel 6.1|6.12] [--package P]...  build (or find) the image, print its directory
+//	vm image [--arch amd64|arm64] [--kernel 6.1|6.12] [--package P]...  build (or find) the image, print its directory
 //	vm run [options] -- CMD [ARG...]             boot a pristine copy, run CMD as root, power off
 //
 // run exits with CMD's exit code, or 125 when the machine did not run it to
@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -35,6 +36,9 @@ func main() {
 	cache := fs.String("cache", envOr("BERTH_VM_CACHE", "/var/cache/berth-dev/vm"), "where images and their pieces are kept")
 	mirror := fs.String("mirror", "http://deb.debian.org/debian", "Debian mirror")
 	kernel := fs.String("kernel", "6.1", "Debian cloud kernel: 6.1 (bookworm) or 6.12 (trixie)")
+	arch := fs.String("arch", "amd64", "machine architecture: amd64, or arm64 (QEMU's virt machine, emulated)")
+	foreignArch := fs.String("foreignarch", besideSelf("foreignarch"), "test/tools/foreignarch, for a foreign architecture's chroot steps")
+	heavyLock := fs.String("heavy-lock", "/tmp/berth-heavy.lock", "lock file held while debootstrap runs (one heavy build at a time); empty: none")
 	init := fs.String("init", "systemd", "PID 1: systemd, or plain (no systemd)")
 	cpus := fs.Int("cpus", 2, "vCPUs")
 	mem := fs.Int("mem", 4096, "memory in MiB")
@@ -55,6 +59,7 @@ func main() {
 	defer stop()
 	img, err := vmbed.BuildImage(ctx, vmbed.ImageConfig{
 		Cache: *cache, Mirror: *mirror, Suite: "bookworm", Kernel: *kernel, Extra: extra, Log: log,
+		Arch: *arch, ForeignArch: *foreignArch, HeavyLock: *heavyLock,
 	})
 	if err != nil {
 		fail(err)
@@ -93,12 +98,26 @@ func envOr(k, def string) string {
 	return def
 }
 
+// besideSelf is the path of a tool built beside this program (hack/vm
+// builds both into $BERTH_OUTPUT/bin), or the bare name for PATH.
+func besideSelf(name string) string {
+	self, err := os.Executable()
+	if err != nil {
+		return name
+	}
+	p := filepath.Join(filepath.Dir(self), name)
+	if _, err := os.Stat(p); err != nil {
+		return name
+	}
+	return p
+}
+
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "vm:", err)
 	os.Exit(125)
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: vm image [--kernel 6.1|6.12] | vm run [--kernel K] [--init systemd|plain] [--in PATH]... [--out DIR] -- CMD [ARG...]")
+	fmt.Fprintln(os.Stderr, "usage: vm image [--arch amd64|arm64] [--kernel 6.1|6.12] | vm run [--arch A] [--kernel K] [--init systemd|plain] [--in PATH]... [--out DIR] -- CMD [ARG...]")
 	os.Exit(2)
 }
