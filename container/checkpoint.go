@@ -223,20 +223,28 @@ func dumpRequest(runc, id, work string, tcp bool) *monitor.SpawnRequest {
 		ImagesDir: filepath.Join(work, checkpointDir), WorkDir: work, TCPEstablished: tcp}
 }
 
-// logTail is the last error line of CRIU's log, where it says why a dump
-// failed.
+// logTail is what CRIU's log says of why a dump or a restore failed: its
+// first error line, which names the cause (a connected TCP socket
+// "consider using --tcp-established option"), and its last when another
+// follows (the step that failed: "Dumping FAILED").
 func logTail(path string) string {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return ""
 	}
-	var last string
+	var first, last string
 	for _, l := range strings.Split(string(data), "\n") {
 		if strings.Contains(l, "Error") {
 			last = strings.TrimSpace(l)
+			if first == "" {
+				first = last
+			}
 		}
 	}
-	return last
+	if last != first {
+		return first + " ... " + last
+	}
+	return first
 }
 
 // sweepCheckpoints removes the work directories of checkpoints that a

@@ -327,3 +327,27 @@ func TestWriteRestoreOptions(t *testing.T) {
 		}
 	}
 }
+
+// A failed dump is told by CRIU's first error, the cause, and its last.
+func TestLogTail(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ log, want string }{
+		{"", ""},
+		{"(00.01) Dumping\n(00.02) Error (criu/cr-dump.c:2053): Dumping FAILED.\n", "(00.02) Error (criu/cr-dump.c:2053): Dumping FAILED."},
+		{"(00.01) Error (criu/sk-inet.c:191): inet: Connected TCP socket, consider using --tcp-established option.\n" +
+			"(00.02) Error (criu/cr-dump.c:1669): Dump files (pid: 1) failed with -1\n(00.03) Unfreezing\n" +
+			"(00.04) Error (criu/cr-dump.c:2053): Dumping FAILED.\n",
+			"(00.01) Error (criu/sk-inet.c:191): inet: Connected TCP socket, consider using --tcp-established option. ... (00.04) Error (criu/cr-dump.c:2053): Dumping FAILED."},
+	} {
+		p := filepath.Join(dir, "dump.log")
+		if err := os.WriteFile(p, []byte(tc.log), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got := logTail(p); got != tc.want {
+			t.Errorf("logTail of %q = %q, want %q", tc.log, got, tc.want)
+		}
+	}
+	if got := logTail(filepath.Join(dir, "missing.log")); got != "" {
+		t.Errorf("logTail of no log = %q", got)
+	}
+}
