@@ -78,12 +78,13 @@ func (h *resetHolds) iptables(netns, tool string, args ...string) error {
 
 // hold adds the rule to the pod's network namespace netns, unless it is
 // there: berth may have added it before a restart. IPv6 is held where
-// the namespace has it. An error is IPv4's.
-func (h *resetHolds) hold(podID, netns string) error {
+// the namespace has it. An error is IPv4's; added tells a hold that was
+// not there.
+func (h *resetHolds) hold(podID, netns string) (added bool, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.held[podID] != "" {
-		return nil
+		return false, nil
 	}
 	var errs [2]error
 	for i, tool := range []string{"iptables", "ip6tables"} {
@@ -94,25 +95,26 @@ func (h *resetHolds) hold(podID, netns string) error {
 		errs[i] = h.iptables(netns, tool, append([]string{"-I", "OUTPUT"}, resetHoldRule...)...)
 	}
 	if errs[0] != nil {
-		return errs[0]
+		return false, errs[0]
 	}
 	if h.held == nil {
 		h.held = map[string]string{}
 	}
 	h.held[podID] = netns
-	return nil
+	return true, nil
 }
 
 // release removes the rule from the pod's network namespace netns
 // unless waiting(), asked under the lock that hold takes, says that a
 // container of the pod still waits for its restore. It removes every
 // copy of the rule (and none is no error: the pod's namespace may be
-// gone, or berth restarted after the rule was removed).
-func (h *resetHolds) release(podID, netns string, waiting func() bool) error {
+// gone, or berth restarted after the rule was removed); removed tells
+// whether one was there.
+func (h *resetHolds) release(podID, netns string, waiting func() bool) (removed bool, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if waiting() {
-		return nil
+		return false, nil
 	}
 	delete(h.held, podID)
 	var errs []error
@@ -128,9 +130,10 @@ func (h *resetHolds) release(podID, netns string, waiting func() bool) error {
 				errs = append(errs, err)
 				break
 			}
+			removed = true
 		}
 	}
-	return errors.Join(errs...)
+	return removed, errors.Join(errs...)
 }
 
 // holdResets holds the resets of pod's loopback back until its
@@ -143,7 +146,11 @@ func (s *Service) holdResets(podID, netns string) {
 	if netns == "" {
 		return
 	}
-	if err := s.resets.hold(podID, netns); err != nil {
+	added, err := s.resets.hold(podID, netns)
+	if added {
+		s.log.Info("pod restore with established TCP connections: its loopback's resets held back until its containers are restored", "pod", podID)
+	}
+	if err != nil {
 		s.log.Warn("restoring a pod checkpoint with established TCP connections: cannot hold its loopback's resets back; a connection between its containers may be reset by the restore of one end before the other",
 			"pod", podID, "error", err)
 	}
@@ -169,7 +176,11 @@ func (s *Service) releaseResets(ctx context.Context, rec *Record) {
 		}
 		return false
 	}
-	if err := s.resets.release(rec.PodID, pod.NetNSPath, waiting); err != nil {
+	removed, err := s.resets.release(rec.PodID, pod.NetNSPath, waiting)
+	if removed {
+		s.log.Info("pod restore: no container waits for its restore, the loopback's resets flow again", "pod", rec.PodID, "container", rec.ID)
+	}
+	if err != nil {
 		s.log.Warn("cannot end the hold of a restored pod's loopback resets", "pod", rec.PodID, "error", err)
 	}
 }
