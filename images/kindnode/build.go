@@ -541,56 +541,6 @@ func install(root string, it item) error {
 	return os.Lchown(dest, 0, 0)
 }
 
-// dockerImage imports the root filesystem into Docker and sets what
-// `docker import` cannot (Docker 20.10 refuses --change STOPSIGNAL) with a
-// one-step build on top.
-func (b *builder) dockerImage(ctx context.Context, dir, root, tag, sum string) error {
-	base := b.repo + "-rootfs:" + sum[:12]
-	start := time.Now()
-	tarCmd := exec.CommandContext(ctx, "tar", "--numeric-owner", "--xattrs", "--xattrs-include=security.capability", "-C", root, "-cf", "-", ".")
-	stream, err := tarCmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	var tarErr strings.Builder
-	tarCmd.Stderr = &tarErr
-	if err := tarCmd.Start(); err != nil {
-		return fmt.Errorf("tar the node's root: %w", err)
-	}
-	platform := "linux/" + b.arch
-	importErr := docker(ctx, stream, nil, "import", "--platform", platform, "-", base)
-	if err := tarCmd.Wait(); err != nil {
-		return fmt.Errorf("tar the node's root: %w: %s", err, tarErr.String())
-	}
-	if importErr != nil {
-		return fmt.Errorf("docker import: %w", importErr)
-	}
-	b.log.Info("rootfs imported", "image", base, "seconds", int(time.Since(start).Seconds()))
-
-	ctxDir := filepath.Join(dir, "context")
-	if err := os.Mkdir(ctxDir, 0o755); err != nil {
-		return err
-	}
-	dockerfile := fmt.Sprintf(`FROM %s
-LABEL io.berth.node.inputs=%s
-ENV container=docker
-# systemd halts on SIGRTMIN+3.
-STOPSIGNAL SIGRTMIN+3
-ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]
-`, base, sum)
-	if err := os.WriteFile(filepath.Join(ctxDir, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
-		return err
-	}
-	if err := docker(ctx, nil, []string{"DOCKER_BUILDKIT=0"}, "build", "--quiet", "--platform", platform, "--tag", tag, ctxDir); err != nil {
-		return fmt.Errorf("docker build: %w", err)
-	}
-	// The build's image holds the layer; the base's tag is of no more use.
-	if err := docker(ctx, nil, nil, "rmi", base); err != nil {
-		b.log.Warn("cannot untag the imported rootfs", "image", base, "error", err)
-	}
-	return nil
-}
-
 // removeOld removes the repository's other images, those no container uses
 // (Docker refuses to remove those).
 func (b *builder) removeOld(ctx context.Context, keep string) {
