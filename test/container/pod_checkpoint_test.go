@@ -2,8 +2,10 @@ package container_test
 
 import (
 	"archive/tar"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -280,9 +282,8 @@ func clientPorts(t *testing.T, pid int) []int {
 	return ports
 }
 
-// configDumpTCP reads config.dump's tcpEstablished in the archive at
-// location.
-func configDumpTCP(t *testing.T, location string) bool {
+// archiveEntry is the entry name of the archive at location.
+func archiveEntry(t *testing.T, location, name string) []byte {
 	t.Helper()
 	f, err := os.Open(location)
 	if err != nil {
@@ -293,18 +294,53 @@ func configDumpTCP(t *testing.T, location string) bool {
 	for {
 		h, err := tr.Next()
 		if err != nil {
-			t.Fatalf("%s: no config.dump (%v)", location, err)
+			t.Fatalf("%s: no %s (%v)", location, name, err)
 		}
-		if h.Name == "config.dump" {
-			var cfg struct {
-				TCPEstablished bool `json:"tcpEstablished"`
+		if h.Name == name {
+			data, err := io.ReadAll(tr)
+			if err != nil {
+				t.Fatalf("%s: %s: %v", location, name, err)
 			}
-			if err := json.NewDecoder(tr).Decode(&cfg); err != nil {
-				t.Fatalf("%s: config.dump: %v", location, err)
-			}
-			return cfg.TCPEstablished
+			return data
 		}
 	}
+}
+
+var criuLogTime = regexp.MustCompile(`^\((\d+\.\d+)\) (.*)`)
+
+// dumpTiming says how long CRIU's dump in the archive at location took,
+// and where its longest wait was (CRIU's log lines carry the seconds
+// since its start): in the emulated VM a dump takes seconds to tens of
+// seconds, by the host's load.
+func dumpTiming(t *testing.T, location string) string {
+	t.Helper()
+	var last, gap float64
+	var after string
+	for _, l := range strings.Split(string(archiveEntry(t, location, "dump.log")), "\n") {
+		m := criuLogTime.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		at, _ := strconv.ParseFloat(m[1], 64)
+		if at-last > gap {
+			gap, after = at-last, m[2]
+		}
+		last = at
+	}
+	return fmt.Sprintf("CRIU's dump took %.2fs, its longest step %.2fs before %q", last, gap, after)
+}
+
+// configDumpTCP reads config.dump's tcpEstablished in the archive at
+// location.
+func configDumpTCP(t *testing.T, location string) bool {
+	t.Helper()
+	var cfg struct {
+		TCPEstablished bool `json:"tcpEstablished"`
+	}
+	if err := json.Unmarshal(archiveEntry(t, location, "config.dump"), &cfg); err != nil {
+		t.Fatalf("%s: config.dump: %v", location, err)
+	}
+	return cfg.TCPEstablished
 }
 
 // waitServerPast waits until the server's log holds a value past n and
@@ -360,8 +396,15 @@ func TestCheckpointPodTCP(t *testing.T) {
 	t.Logf("the client's connection: 127.0.0.1:%d -> 127.0.0.1:%d", ports[0], tcpPort)
 
 	out := t.TempDir()
+	// The kubelet's runtime request timeout: in the emulated VM on a busy
+	// host a dump has taken past the 30 s of framework.Ctx.
+	slowCtx := func() context.Context {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		t.Cleanup(cancel)
+		return ctx
+	}
 	checkpoint := func() error {
-		_, err := e.d.Runtime.CheckpointPod(framework.Ctx(t), &runtimeapi.CheckpointPodRequest{PodSandboxId: pod, OutputPath: out, ContainerIds: []string{server, client}})
+		_, err := e.d.Runtime.CheckpointPod(slowCtx(), &runtimeapi.CheckpointPodRequest{PodSandboxId: pod, OutputPath: out, ContainerIds: []string{server, client}})
 		return err
 	}
 	if !works {
@@ -376,7 +419,7 @@ func TestCheckpointPodTCP(t *testing.T) {
 
 	// A container's checkpoint does not dump connections: the client's
 	// is refused, and its connection goes on.
-	_, err := e.d.Runtime.CheckpointContainer(framework.Ctx(t), &runtimeapi.CheckpointContainerRequest{ContainerId: client, Location: filepath.Join(t.TempDir(), "client.tar"), Timeout: 120})
+	_, err := e.d.Runtime.CheckpointContainer(slowCtx(), &runtimeapi.CheckpointContainerRequest{ContainerId: client, Location: filepath.Join(t.TempDir(), "client.tar"), Timeout: 120})
 	t.Logf("CheckpointContainer of the client: %v", err)
 	if err == nil || !strings.Contains(err.Error(), "tcp-established") {
 		t.Errorf("CheckpointContainer of a container holding an established connection: %v, want CRIU's refusal naming tcp-established", err)
@@ -390,13 +433,18 @@ func TestCheckpointPodTCP(t *testing.T) {
 	last := before[len(before)-1]
 	start := time.Now()
 	if err := checkpoint(); err != nil {
-		t.Fatalf("CheckpointPod: %v", err)
+		for name, id := range map[string]string{"server": server, "client": client} {
+			st := e.status(id)
+			t.Logf("%s after the failed checkpoint: %v\n%s", name, st.State, logText(t, st.LogPath))
+		}
+		t.Fatalf("CheckpointPod after %s: %v", time.Since(start), err)
 	}
 	t.Logf("CheckpointPod of a server and a client holding a connection took %s", time.Since(start))
-	for _, id := range []string{server, client} {
+	for name, id := range map[string]string{"server": server, "client": client} {
 		if !configDumpTCP(t, filepath.Join(out, id+".tar")) {
 			t.Errorf("archive of %s: config.dump does not say tcpEstablished", id)
 		}
+		t.Logf("%s: %s", name, dumpTiming(t, filepath.Join(out, id+".tar")))
 	}
 	// Thawed, the connection unbroken: the old pod goes on.
 	got = waitServerPast(t, serverLog, last+5)
@@ -404,7 +452,7 @@ func TestCheckpointPodTCP(t *testing.T) {
 
 	newPodCfg := e.podConfig("tcp-restored")
 	start = time.Now()
-	resp, err := e.d.Runtime.RestorePod(framework.Ctx(t), &runtimeapi.RestorePodRequest{CheckpointPath: out, Config: newPodCfg,
+	resp, err := e.d.Runtime.RestorePod(slowCtx(), &runtimeapi.RestorePodRequest{CheckpointPath: out, Config: newPodCfg,
 		ContainerConfigs: []*runtimeapi.ContainerConfig{e.ctrConfig("server", "echo not restored"), e.ctrConfig("client", "echo not restored")}})
 	if err != nil {
 		t.Fatalf("RestorePod: %v", err)
@@ -429,7 +477,9 @@ func TestCheckpointPodTCP(t *testing.T) {
 			time.Sleep(time.Second)
 		}
 		start = time.Now()
-		e.start(ids[name])
+		if _, err := e.d.Runtime.StartContainer(slowCtx(), &runtimeapi.StartContainerRequest{ContainerId: ids[name]}); err != nil {
+			t.Fatalf("StartContainer of restored %s: %v", name, err)
+		}
 		t.Logf("StartContainer of restored %s took %s", name, time.Since(start))
 	}
 	newLog := e.status(ids["server"]).LogPath
