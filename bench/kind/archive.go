@@ -1,17 +1,15 @@
 package kind
 
 import (
-	"archive/tar"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/berth-runtime/berth/bench/report"
+	"github.com/berth-runtime/berth/internal/dockerarchive"
 )
 
 // runArchive is `bench kind archive -images FILE -name NAME -tag REF`: it
@@ -63,50 +61,13 @@ func runArchive(args []string) error {
 	if err := report.ReadJSON(blob(index.Manifests[0].Digest), &manifest); err != nil {
 		return err
 	}
-	hexOf := func(d string) string { return strings.TrimPrefix(d, "sha256:") }
-	entry := struct {
-		Config   string
-		RepoTags []string
-		Layers   []string
-	}{Config: hexOf(manifest.Config.Digest) + ".json", RepoTags: []string{*tag}}
-	files := [][2]string{{entry.Config, blob(manifest.Config.Digest)}}
+	config, err := os.ReadFile(blob(manifest.Config.Digest))
+	if err != nil {
+		return err
+	}
+	var layers []string
 	for _, l := range manifest.Layers {
-		name := hexOf(l.Digest) + "/layer.tar"
-		entry.Layers = append(entry.Layers, name)
-		files = append(files, [2]string{name, blob(l.Digest)})
+		layers = append(layers, blob(l.Digest))
 	}
-	tw := tar.NewWriter(os.Stdout)
-	for _, f := range files {
-		if err := addFile(tw, f[0], f[1]); err != nil {
-			return err
-		}
-	}
-	data, err := json.Marshal([]any{entry})
-	if err != nil {
-		return err
-	}
-	if err := tw.WriteHeader(&tar.Header{Name: "manifest.json", Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
-		return err
-	}
-	if _, err := tw.Write(data); err != nil {
-		return err
-	}
-	return tw.Close()
-}
-
-func addFile(tw *tar.Writer, name, src string) error {
-	f, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: info.Size(), Typeflag: tar.TypeReg}); err != nil {
-		return err
-	}
-	_, err = io.Copy(tw, f)
-	return err
+	return dockerarchive.Write(os.Stdout, *tag, config, layers)
 }

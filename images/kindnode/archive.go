@@ -1,7 +1,6 @@
 package main
 
 import (
-	"archive/tar"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,13 +13,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berth-runtime/berth/internal/dockerarchive"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
 // dockerImage loads the root filesystem into Docker as one layer under the
-// node's config, written as a `docker save` archive: `docker import` sets
-// neither another architecture (Docker 20.10 ignores its --platform) nor a
-// stop signal.
+// node's config, as a `docker save` archive: `docker import` sets neither
+// another architecture (Docker 20.10 ignores its --platform) nor a stop
+// signal.
 func (b *builder) dockerImage(ctx context.Context, dir, root, tag, sum string) error {
 	start := time.Now()
 	layer := filepath.Join(dir, "layer.tar")
@@ -33,7 +33,7 @@ func (b *builder) dockerImage(ctx context.Context, dir, root, tag, sum string) e
 		return err
 	}
 	archive, w := io.Pipe()
-	go func() { w.CloseWithError(writeArchive(w, tag, config, layer)) }()
+	go func() { w.CloseWithError(dockerarchive.Write(w, tag, config, []string{layer})) }()
 	err = docker(ctx, archive, nil, "load", "--quiet")
 	archive.CloseWithError(io.ErrClosedPipe) // ends the writer if docker did not read it all
 	if err != nil {
@@ -82,46 +82,4 @@ func tarRoot(ctx context.Context, root, layer string) (string, error) {
 		return "", fmt.Errorf("tar the node's root: %w: %s", err, stderr.String())
 	}
 	return hex.EncodeToString(h.Sum(nil)), f.Close()
-}
-
-// writeArchive writes what `docker load` reads: the config, the layer and
-// manifest.json naming them and the tag.
-func writeArchive(w io.Writer, tag string, config []byte, layer string) error {
-	sum := sha256.Sum256(config)
-	configName := hex.EncodeToString(sum[:]) + ".json"
-	manifest, err := json.Marshal([]struct {
-		Config   string
-		RepoTags []string
-		Layers   []string
-	}{{Config: configName, RepoTags: []string{tag}, Layers: []string{"layer.tar"}}})
-	if err != nil {
-		return err
-	}
-	tw := tar.NewWriter(w)
-	add := func(name string, size int64, body io.Reader) error {
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: size, Typeflag: tar.TypeReg}); err != nil {
-			return err
-		}
-		_, err := io.Copy(tw, body)
-		return err
-	}
-	if err := add(configName, int64(len(config)), strings.NewReader(string(config))); err != nil {
-		return err
-	}
-	f, err := os.Open(layer)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if err := add("layer.tar", info.Size(), f); err != nil {
-		return err
-	}
-	if err := add("manifest.json", int64(len(manifest)), strings.NewReader(string(manifest))); err != nil {
-		return err
-	}
-	return tw.Close()
 }

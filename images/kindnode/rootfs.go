@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/berth-runtime/berth/internal/heavylock"
 )
 
 // The Debian release and the packages of a node: kindest/base's list
@@ -66,7 +68,7 @@ func (b *builder) rootfs(ctx context.Context) (string, error) {
 			return "", err
 		}
 	}
-	unlock, err := b.lockHeavy(ctx)
+	unlock, err := heavylock.Take(ctx, b.heavyLock, b.log)
 	if err != nil {
 		return "", err
 	}
@@ -179,39 +181,6 @@ func aptMirror(sources string) (string, error) {
 		return m, nil
 	}
 	return "", fmt.Errorf("%s has no deb source for %s (pass -mirror)", sources, suite)
-}
-
-// lockHeavy takes the machine's heavy-build lock, so that debootstrap
-// does not share the cores with another heavy build.
-func (b *builder) lockHeavy(ctx context.Context) (unlock func(), err error) {
-	if b.heavyLock == "" {
-		return func() {}, nil
-	}
-	f, err := os.OpenFile(b.heavyLock, os.O_RDWR|os.O_CREATE, 0o666)
-	if err != nil {
-		return nil, fmt.Errorf("open heavy-build lock: %w", err)
-	}
-	waited := false
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() { f.Close() }, nil
-		}
-		if err != syscall.EWOULDBLOCK {
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", b.heavyLock, err)
-		}
-		if !waited {
-			b.log.Info("waiting for the heavy-build lock", "lock", b.heavyLock)
-			waited = true
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, ctx.Err()
-		case <-time.After(2 * time.Second):
-		}
-	}
 }
 
 // runLogged runs a command with its output in logFile, and puts the end of

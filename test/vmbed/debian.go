@@ -9,8 +9,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/berth-runtime/berth/internal/heavylock"
 )
 
 // rootfsName is the cached root's file name: the suite, the architecture
@@ -39,7 +40,7 @@ func debootstrap(ctx context.Context, cfg ImageConfig) (string, error) {
 	if err := os.MkdirAll(cfg.Cache, 0o755); err != nil {
 		return "", err
 	}
-	unlock, err := lockHeavy(ctx, cfg)
+	unlock, err := heavylock.Take(ctx, cfg.HeavyLock, cfg.Log)
 	if err != nil {
 		return "", err
 	}
@@ -111,39 +112,6 @@ func chrootCommand(arch, foreignArch, root string, env []string, cmd ...string) 
 		foreignArch = "foreignarch"
 	}
 	return append([]string{foreignArch, "-arch", arch, "--"}, c...)
-}
-
-// lockHeavy takes the machine's heavy-build lock (cfg.HeavyLock, if set),
-// so that debootstrap does not share the cores with another heavy build.
-func lockHeavy(ctx context.Context, cfg ImageConfig) (unlock func(), err error) {
-	if cfg.HeavyLock == "" {
-		return func() {}, nil
-	}
-	f, err := os.OpenFile(cfg.HeavyLock, os.O_RDWR|os.O_CREATE, 0o666)
-	if err != nil {
-		return nil, fmt.Errorf("open heavy-build lock: %w", err)
-	}
-	waited := false
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() { f.Close() }, nil
-		}
-		if err != syscall.EWOULDBLOCK {
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", cfg.HeavyLock, err)
-		}
-		if !waited {
-			cfg.Log.Info("waiting for the heavy-build lock", "lock", cfg.HeavyLock)
-			waited = true
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, ctx.Err()
-		case <-time.After(2 * time.Second):
-		}
-	}
 }
 
 // debianApt is a private apt setup for one suite and architecture: its
