@@ -83,7 +83,9 @@ func FuzzApplyTar(f *testing.F) {
 		if err != nil && err.Error() == "" {
 			t.Fatal("error without a message")
 		}
-		if n := openFDs(t); n != fds {
+		// A leak adds descriptors; fewer after is another test's server
+		// closing its connections in the background.
+		if n := openFDs(t); n > fds {
 			t.Fatalf("file descriptors: %d before, %d after (err %v)", fds, n, err)
 		}
 		after := snapshot(t, base, root)
