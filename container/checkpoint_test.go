@@ -269,13 +269,7 @@ func TestProbeCRIU(t *testing.T) {
 		{"no answer in time", "#!/bin/sh\nexec /bin/sleep 10\n", "no answer in 200ms"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			if tc.script != "" {
-				if err := os.WriteFile(filepath.Join(dir, "criu"), []byte(tc.script), 0o755); err != nil {
-					t.Fatal(err)
-				}
-			}
-			t.Setenv("PATH", dir)
+			fakeCRIU(t, tc.script)
 			got, timedOut := probeCRIU(200 * time.Millisecond)
 			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
 				t.Errorf("probeCRIU() = %q, want %q", got, tc.want)
@@ -350,4 +344,17 @@ func TestLogTail(t *testing.T) {
 	if got := logTail(filepath.Join(dir, "missing.log")); got != "" {
 		t.Errorf("logTail of no log = %q", got)
 	}
+}
+
+// fakeCRIU makes script the only criu on an otherwise empty PATH; with
+// an empty script there is no criu at all.
+func fakeCRIU(t *testing.T, script string) {
+	t.Helper()
+	dir := t.TempDir()
+	if script != "" {
+		if err := os.WriteFile(filepath.Join(dir, "criu"), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", dir)
 }

@@ -100,13 +100,7 @@ func TestCheckRestore(t *testing.T) {
 		{"missing", "", ErrCheckpointUnavailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			if tc.script != "" {
-				if err := os.WriteFile(filepath.Join(dir, "criu"), []byte(tc.script), 0o755); err != nil {
-					t.Fatal(err)
-				}
-			}
-			t.Setenv("PATH", dir)
+			fakeCRIU(t, tc.script)
 			s := newTestService(t)
 			if err := s.CheckRestore(t.TempDir()); err != tc.want {
 				t.Errorf("CheckRestore() = %v, want %v", err, tc.want)
