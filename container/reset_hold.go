@@ -42,10 +42,13 @@ var resetHoldRule = []string{"-o", "lo", "-p", "tcp", "--tcp-flags", "RST", "RST
 // lock, held by whoever else changes rules, CNI plugins among them).
 const resetHoldTimeout = 30 * time.Second
 
-// resetHolds are the pods whose network namespace holds resets back.
+// resetHolds adds and removes the rule. The rules in the pods' network
+// namespaces are the only record of which pods are held: nothing to
+// lose when berth restarts, nothing left over when a pod goes.
 type resetHolds struct {
-	mu   sync.Mutex
-	held map[string]string // pod id: its network namespace
+	// mu orders a hold against a release's look at the waiting
+	// containers.
+	mu sync.Mutex
 	// run runs an iptables command in a network namespace; nil runs it.
 	run func(netns, tool string, args ...string) error
 }
@@ -77,31 +80,26 @@ func (h *resetHolds) iptables(netns, tool string, args ...string) error {
 }
 
 // hold adds the rule to the pod's network namespace netns, unless it is
-// there: berth may have added it before a restart. IPv6 is held where
-// the namespace has it. An error is IPv4's; added tells a hold that was
-// not there.
-func (h *resetHolds) hold(podID, netns string) (added bool, err error) {
+// there: an earlier container of the pod, or berth before a restart,
+// may have added it. IPv6 is held where the namespace has it. An error
+// is IPv4's; added tells that IPv4's rule was not there.
+func (h *resetHolds) hold(netns string) (added bool, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.held[podID] != "" {
-		return false, nil
-	}
-	var errs [2]error
-	for i, tool := range []string{"iptables", "ip6tables"} {
+	for _, tool := range []string{"iptables", "ip6tables"} {
 		check := append([]string{"-C", "OUTPUT"}, resetHoldRule...)
 		if h.iptables(netns, tool, check...) == nil {
 			continue
 		}
-		errs[i] = h.iptables(netns, tool, append([]string{"-I", "OUTPUT"}, resetHoldRule...)...)
+		err := h.iptables(netns, tool, append([]string{"-I", "OUTPUT"}, resetHoldRule...)...)
+		if tool == "iptables" {
+			if err != nil {
+				return false, err
+			}
+			added = true
+		}
 	}
-	if errs[0] != nil {
-		return false, errs[0]
-	}
-	if h.held == nil {
-		h.held = map[string]string{}
-	}
-	h.held[podID] = netns
-	return true, nil
+	return added, nil
 }
 
 // release removes the rule from the pod's network namespace netns
@@ -110,13 +108,12 @@ func (h *resetHolds) hold(podID, netns string) (added bool, err error) {
 // copy of the rule (and none is no error: the pod's namespace may be
 // gone, or berth restarted after the rule was removed); removed tells
 // whether one was there.
-func (h *resetHolds) release(podID, netns string, waiting func() bool) (removed bool, err error) {
+func (h *resetHolds) release(netns string, waiting func() bool) (removed bool, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if waiting() {
 		return false, nil
 	}
-	delete(h.held, podID)
 	var errs []error
 	for _, tool := range []string{"iptables", "ip6tables"} {
 		del := append([]string{"-D", "OUTPUT"}, resetHoldRule...)
@@ -146,7 +143,7 @@ func (s *Service) holdResets(podID, netns string) {
 	if netns == "" {
 		return
 	}
-	added, err := s.resets.hold(podID, netns)
+	added, err := s.resets.hold(netns)
 	if added {
 		s.log.Info("pod restore with established TCP connections: its loopback's resets held back until its containers are restored", "pod", podID)
 	}
@@ -176,7 +173,7 @@ func (s *Service) releaseResets(ctx context.Context, rec *Record) {
 		}
 		return false
 	}
-	removed, err := s.resets.release(rec.PodID, pod.NetNSPath, waiting)
+	removed, err := s.resets.release(pod.NetNSPath, waiting)
 	if removed {
 		s.log.Info("pod restore: no container waits for its restore, the loopback's resets flow again", "pod", rec.PodID, "container", rec.ID)
 	}

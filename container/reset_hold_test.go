@@ -54,24 +54,24 @@ func (f *fakeIPTables) run(netns, tool string, args ...string) error {
 func TestResetHolds(t *testing.T) {
 	f := &fakeIPTables{rules: map[string]int{}}
 	h := &resetHolds{run: f.run}
-	if added, err := h.hold("p1", "/run/netns/p1"); err != nil || !added {
+	if added, err := h.hold("/run/netns/p1"); err != nil || !added {
 		t.Fatalf("hold: %v, %v", added, err)
 	}
-	if added, err := h.hold("p1", "/run/netns/p1"); err != nil || added {
+	if added, err := h.hold("/run/netns/p1"); err != nil || added {
 		t.Fatalf("second hold: %v, %v", added, err)
 	}
 	if f.rules["iptables"] != 1 || f.rules["ip6tables"] != 1 {
 		t.Fatalf("held twice: rules %v, want one each (calls %v)", f.rules, f.calls)
 	}
-	if _, err := h.release("p1", "/run/netns/p1", func() bool { return true }); err != nil || f.rules["iptables"] != 1 {
+	if _, err := h.release("/run/netns/p1", func() bool { return true }); err != nil || f.rules["iptables"] != 1 {
 		t.Fatalf("released while a container waits: %v, rules %v", err, f.rules)
 	}
-	if removed, err := h.release("p1", "/run/netns/p1", func() bool { return false }); err != nil || !removed || f.rules["iptables"] != 0 || f.rules["ip6tables"] != 0 {
+	if removed, err := h.release("/run/netns/p1", func() bool { return false }); err != nil || !removed || f.rules["iptables"] != 0 || f.rules["ip6tables"] != 0 {
 		t.Fatalf("release: %v, %v, rules %v", removed, err, f.rules)
 	}
 	// Released with nothing there (a second release, or after a
 	// restart): no error.
-	if removed, err := h.release("p1", "/run/netns/p1", func() bool { return false }); err != nil || removed {
+	if removed, err := h.release("/run/netns/p1", func() bool { return false }); err != nil || removed {
 		t.Fatalf("second release: %v, %v", removed, err)
 	}
 
@@ -79,10 +79,10 @@ func TestResetHolds(t *testing.T) {
 	// the release, every copy of it.
 	f.rules["iptables"], f.calls = 2, nil
 	h = &resetHolds{run: f.run}
-	if _, err := h.hold("p1", "/run/netns/p1"); err != nil || f.rules["iptables"] != 2 {
+	if _, err := h.hold("/run/netns/p1"); err != nil || f.rules["iptables"] != 2 {
 		t.Fatalf("hold over an existing rule: %v, rules %v", err, f.rules)
 	}
-	if _, err := h.release("p1", "/run/netns/p1", func() bool { return false }); err != nil || f.rules["iptables"] != 0 {
+	if _, err := h.release("/run/netns/p1", func() bool { return false }); err != nil || f.rules["iptables"] != 0 {
 		t.Fatalf("release: %v, rules %v", err, f.rules)
 	}
 
@@ -90,13 +90,13 @@ func TestResetHolds(t *testing.T) {
 	// nothing is, and the error says so.
 	f = &fakeIPTables{rules: map[string]int{}, fail: map[string]error{"ip6tables": errors.New("no IPv6")}}
 	h = &resetHolds{run: f.run}
-	if _, err := h.hold("p1", "/run/netns/p1"); err != nil || f.rules["iptables"] != 1 {
+	if _, err := h.hold("/run/netns/p1"); err != nil || f.rules["iptables"] != 1 {
 		t.Fatalf("hold without ip6tables: %v, rules %v", err, f.rules)
 	}
 	f = &fakeIPTables{rules: map[string]int{}, fail: map[string]error{"iptables": errors.New("iptables: not found")}}
 	h = &resetHolds{run: f.run}
-	if _, err := h.hold("p1", "/run/netns/p1"); err == nil || !strings.Contains(err.Error(), "not found") || h.held["p1"] != "" {
-		t.Fatalf("hold without iptables: %v, held %v", err, h.held)
+	if _, err := h.hold("/run/netns/p1"); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Fatalf("hold without iptables: %v", err)
 	}
 }
 
@@ -160,7 +160,7 @@ func TestResetHoldNetNS(t *testing.T) {
 		t.Cleanup(func() { ns.Remove(ctx, pin) })
 		h := &resetHolds{}
 		if held {
-			if _, err := h.hold(id, pin); err != nil {
+			if _, err := h.hold(pin); err != nil {
 				t.Fatalf("hold: %v", err)
 			}
 			if err := iptablesIn(pin, "iptables", append([]string{"-C", "OUTPUT"}, resetHoldRule...)...); err != nil {
@@ -201,7 +201,7 @@ func TestResetHoldNetNS(t *testing.T) {
 			if err != nil || got != "early late" {
 				t.Errorf("held: %q, %v; want both writes through one connection", got, err)
 			}
-			if _, err := h.release(id, pin, func() bool { return false }); err != nil {
+			if _, err := h.release(pin, func() bool { return false }); err != nil {
 				t.Errorf("release: %v", err)
 			}
 			if err := iptablesIn(pin, "iptables", append([]string{"-C", "OUTPUT"}, resetHoldRule...)...); err == nil {
@@ -243,8 +243,8 @@ func TestReleaseResets(t *testing.T) {
 	add("elsewhere", "p2", true, StateCreated)
 	s.holdResets("p1", "/run/netns/p1")
 	s.holdResets("p2", "") // the host's network: not held
-	if f.rules["iptables"] != 1 || len(s.resets.held) != 1 {
-		t.Fatalf("held: rules %v, pods %v", f.rules, s.resets.held)
+	if f.rules["iptables"] != 1 || f.rules["ip6tables"] != 1 {
+		t.Fatalf("held: rules %v", f.rules)
 	}
 	a.rec.State, a.rec.Pid = StateRunning, 10
 	s.releaseResets(context.Background(), &a.rec)
@@ -253,8 +253,8 @@ func TestReleaseResets(t *testing.T) {
 	}
 	close(b.exited) // stopped before its restore
 	s.releaseResets(context.Background(), &b.rec)
-	if f.rules["iptables"] != 0 || f.rules["ip6tables"] != 0 || len(s.resets.held) != 0 {
-		t.Fatalf("not released once no container waits: rules %v, pods %v", f.rules, s.resets.held)
+	if f.rules["iptables"] != 0 || f.rules["ip6tables"] != 0 {
+		t.Fatalf("not released once no container waits: rules %v", f.rules)
 	}
 	// A container without established connections never asks.
 	f.calls = nil
