@@ -89,7 +89,12 @@ func TestCheckpointContainer(t *testing.T) {
 		if entries, err := os.ReadDir(out); err != nil || len(entries) != 0 {
 			t.Errorf("refused checkpoint left %v in the location's directory (%v)", entries, err)
 		}
-		dumpPastProbe(t, e, id)
+		// Where CRIU is there and fails its check, the spawn helper's
+		// own dump (past berth's probe) still writes what it writes
+		// before CRIU runs; without CRIU, libcontainer stops before.
+		if _, err := exec.LookPath("criu"); err == nil {
+			dumpPastProbe(t, e, id)
+		}
 	}
 	// Nothing of the work is left in berth's root.
 	if entries, err := os.ReadDir(filepath.Join(e.d.Root, "checkpoints")); err != nil || len(entries) != 0 {
