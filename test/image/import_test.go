@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -44,7 +45,11 @@ func localImage(t *testing.T, reg, greeting string) v1.Image {
 	tw.WriteHeader(&tar.Header{Name: "greeting", Mode: 0o644, Size: int64(len(greeting)), ModTime: time.Unix(1, 0)})
 	tw.Write([]byte(greeting))
 	tw.Close()
-	layer, err := tarball.LayerFromReader(bytes.NewReader(buf.Bytes()))
+	// From an opener, not a reader: LayerFromReader buffers into a temp
+	// file of its own that nothing removes.
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(buf.Bytes())), nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
