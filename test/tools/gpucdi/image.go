@@ -37,15 +37,12 @@ func writeImage(layer, tag, out string) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.Create(out)
-	if err != nil {
-		return err
-	}
-	if err := dockerarchive.Write(f, tag, config, []string{layer}); err != nil {
-		f.Close()
+	if err := writeAside(out, func(f *os.File) error {
+		return dockerarchive.Write(f, tag, config, []string{layer})
+	}); err != nil {
 		return fmt.Errorf("writing %s: %w", out, err)
 	}
-	return f.Close()
+	return nil
 }
 
 func fileSHA256(path string) (string, error) {

@@ -83,9 +83,30 @@ func run(devDir, cacheFile, smi, out string) error {
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return err
 	}
-	tmp := out + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+	return writeAside(out, func(f *os.File) error {
+		_, err := f.Write(b)
+		return err
+	})
+}
+
+// writeAside writes path through write into a file beside it, renamed
+// over path once whole; on any failure the file beside it goes.
+func writeAside(path string, write func(*os.File) error) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, out)
+	if err = write(f); err == nil {
+		err = f.Chmod(0o644)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	cdi "tags.cncf.io/container-device-interface/specs-go"
@@ -70,9 +71,9 @@ func scan(devDir, cache, goarch string) (inventory, error) {
 	return inv, nil
 }
 
+// gpuIndex is N of nvidiaN (which gpuNode matched).
 func gpuIndex(name string) int {
-	var n int
-	fmt.Sscanf(gpuNode.FindStringSubmatch(name)[1], "%d", &n)
+	n, _ := strconv.Atoi(strings.TrimPrefix(name, "nvidia"))
 	return n
 }
 
