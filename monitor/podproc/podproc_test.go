@@ -441,7 +441,10 @@ func TestRunFailures(t *testing.T) {
 	p := startPod(t)
 	ctx := ctxT(t)
 	dir := t.TempDir()
-	_, err := p.c.Run(ctx, &RunRequest{ID: "x", Dir: dir, Args: []string{"/nonexistent/prog"}})
+	// Missing paths under the test's own directory: a host's /nonexistent
+	// may well exist.
+	missing := filepath.Join(dir, "missing")
+	_, err := p.c.Run(ctx, &RunRequest{ID: "x", Dir: dir, Args: []string{filepath.Join(missing, "prog")}})
 	if !IsCode(err, CodeFailed) || !strings.Contains(err.Error(), "No such file") {
 		t.Fatalf("run of a missing program: %v", err)
 	}
@@ -451,7 +454,7 @@ func TestRunFailures(t *testing.T) {
 	if _, err := p.c.Run(ctx, &RunRequest{ID: "x", Dir: dir, Args: []string{"sh"}}); !IsCode(err, CodeInvalid) {
 		t.Fatalf("run of a relative path: %v", err)
 	}
-	_, err = p.c.Run(ctx, &RunRequest{ID: "x", Dir: dir, LogPath: "/nonexistent/dir/x.log", Args: []string{"/bin/true"}})
+	_, err = p.c.Run(ctx, &RunRequest{ID: "x", Dir: dir, LogPath: filepath.Join(missing, "x.log"), Args: []string{"/bin/true"}})
 	if !IsCode(err, CodeFailed) {
 		t.Fatalf("run with a log in a missing dir: %v", err)
 	}
