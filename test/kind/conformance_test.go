@@ -76,6 +76,10 @@ func checkConformanceSubset(t *testing.T, c *cluster) {
 	for i, s := range conformanceSubset {
 		focus[i] = regexp.QuoteMeta(s)
 	}
+	// e2e.test leaves a directory in $TMPDIR per process unless
+	// hack/kind-conformance gives it one of its own.
+	kubercs := filepath.Join(os.TempDir(), "test-kuberc*")
+	kubercsBefore, _ := filepath.Glob(kubercs)
 	start := time.Now()
 	out, err := run(15*time.Minute, "", "bash", filepath.Join(root, "hack", "kind-conformance"),
 		"--cluster", c.name, "--kubeconfig", c.kubeconfig, "--nodes", "4",
@@ -98,6 +102,9 @@ func checkConformanceSubset(t *testing.T, c *cluster) {
 		}
 	}
 	t.Log(m[0])
+	if after, _ := filepath.Glob(kubercs); len(after) > len(kubercsBefore) {
+		t.Errorf("the subset left %d directories %s", len(after)-len(kubercsBefore), kubercs)
+	}
 	waitFor(t, 3*time.Minute, "the e2e namespaces gone", func() (bool, string) {
 		now, err := namespaces()
 		return err == nil && now == before, now
